@@ -40,6 +40,10 @@ type Job struct {
 	payload  []byte
 	token    string
 	leaseTTL time.Duration
+	// heldUntil is when this process last knew the lease to end: the claim's answer, or
+	// the sending of the last heartbeat the plane accepted, plus leaseTTL. Written only by
+	// the job's heartbeat loop (execution.renewed).
+	heldUntil time.Time
 }
 
 func newJob(j *plane.Job, leaseTTL time.Duration) *Job {
@@ -59,6 +63,7 @@ func newJob(j *plane.Job, leaseTTL time.Duration) *Job {
 		payload:        j.Payload,
 		token:          j.Token,
 		leaseTTL:       leaseTTL,
+		heldUntil:      time.Now().Add(leaseTTL),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,4 +90,68 @@ func TestWorkerHostSetupFails(t *testing.T) {
 	require.ErrorIs(t, err, lakeshore.ErrFailed)
 	require.Contains(t, err.Error(), "run setup: scratch disk full")
 	require.False(t, ran)
+}
+
+// TestWorkerStopDuringHostSetup: a Stop called while OnHostSetup runs is not lost. It
+// waits for the set-up, and the worker then claims nothing, runs OnShutdown and stops;
+// before, Stop returned nil at once and the worker went on to claim and run every job.
+func TestWorkerStopDuringHostSetup(t *testing.T) {
+	for _, cancelRunning := range []bool{false, true} {
+		ctx := t.Context()
+		d, err := lakeshore.Open(ctx, ":memory:", nil)
+		require.NoError(t, err)
+		defer d.Close()
+		q, err := d.Queue("stop-in-setup", nil)
+		require.NoError(t, err)
+		id, err := q.Submit(ctx, 1, nil)
+		require.NoError(t, err)
+		var ran, shutdown atomic.Int32
+		inSetup, release := make(chan struct{}), make(chan struct{})
+		w, err := lakeshore.NewWorker(d, []lakeshore.Handler{lakeshore.Handle("stop-in-setup", func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			ran.Add(1)
+			return nil, nil
+		})}, &lakeshore.WorkerOptions{
+			OnHostSetup: func(context.Context) error {
+				close(inSetup)
+				<-release
+				return nil
+			},
+			OnShutdown: func(context.Context) { shutdown.Add(1) },
+		})
+		require.NoError(t, err)
+		started := make(chan error, 1)
+		go func() { started <- w.Start(ctx) }()
+		<-inSetup
+		stopped := make(chan error, 1)
+		go func() {
+			if cancelRunning {
+				stopped <- w.StopAndCancel(ctx)
+			} else {
+				stopped <- w.Stop(ctx)
+			}
+		}()
+		select {
+		case err := <-stopped:
+			t.Fatalf("Stop returned %v while the host set-up still ran: the stop was dropped", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		close(release)
+		require.NoError(t, <-started)
+		select {
+		case err := <-stopped:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("Stop did not return after the host set-up ended")
+		}
+		select {
+		case <-w.Done():
+		default:
+			t.Fatal("Stop returned before the worker stopped")
+		}
+		require.Zero(t, ran.Load(), "a worker stopped during its host set-up ran a job")
+		require.Equal(t, int32(1), shutdown.Load(), "OnShutdown runs once")
+		inv, err := q.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, lakeshore.StateQueued, inv.State, "the job stays queued for another worker")
+	}
 }

@@ -282,8 +282,15 @@ type Worker struct {
 	started      bool                    // guarded by mu
 	stopClaiming context.CancelCauseFunc // set by Start, guarded by mu
 	stopRun      context.CancelCauseFunc // set by Start, guarded by mu
-	done         chan struct{}           // closed when the worker has stopped
-	err          error                   // why it stopped, set before done closes
+	// setupDone is closed when Start's OnHostSetup returns (nil when none ran), so a Stop
+	// called meanwhile waits for it; guarded by mu.
+	setupDone chan struct{}
+	// stopCause and stopCancel are a Stop asked while OnHostSetup ran, applied by Start
+	// once it returns; guarded by mu.
+	stopCause  error
+	stopCancel bool
+	done       chan struct{} // closed when the worker has stopped
+	err        error         // why it stopped, set before done closes
 }
 
 // NewWorker returns a Worker that runs handlers on d's queues, configured by opts (nil: all
@@ -425,19 +432,30 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	if w.o.OnHostSetup != nil {
 		w.started = true // a second Start while the set-up runs is refused
+		setupDone := make(chan struct{})
+		w.setupDone = setupDone
 		w.mu.Unlock()
-		if err := w.o.OnHostSetup(ctx); err != nil {
-			w.mu.Lock()
-			w.started = false
+		err := w.o.OnHostSetup(ctx)
+		w.mu.Lock()
+		w.setupDone = nil
+		close(setupDone)
+		if err != nil {
+			w.started, w.stopCause, w.stopCancel = false, nil, false
 			w.mu.Unlock()
 			return fmt.Errorf("start worker: host setup: %w", err)
 		}
-		w.mu.Lock()
 	}
 	w.phase = PhaseReady
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	claimCtx, stopClaiming := context.WithCancelCause(runCtx)
 	w.started, w.stopRun, w.stopClaiming = true, stopRun, stopClaiming
+	if w.stopCause != nil { // stopped while the set-up ran: claim nothing
+		if w.stopCancel {
+			stopRun(w.stopCause)
+		} else {
+			stopClaiming(w.stopCause)
+		}
+	}
 	w.mu.Unlock()
 	go func() {
 		defer close(w.done)
@@ -450,7 +468,9 @@ func (w *Worker) Start(ctx context.Context) error {
 // Stop drains the worker: it claims nothing more, lets running handlers finish and settle,
 // deregisters, and returns Err once it has stopped. When ctx ends first, Stop returns ctx's
 // error and the worker goes on draining (call StopAndCancel to cancel the handlers). Stop
-// on a worker never started returns nil.
+// on a worker never started returns nil. A Stop (or StopAndCancel) called while Start runs
+// OnHostSetup waits for it: the worker then claims nothing, runs OnShutdown and stops (nil
+// when the set-up failed: it never started).
 func (w *Worker) Stop(ctx context.Context) error {
 	return w.stop(ctx, errDraining, false)
 }
@@ -464,10 +484,25 @@ func (w *Worker) StopAndCancel(ctx context.Context) error {
 
 func (w *Worker) stop(ctx context.Context, cause error, cancelRunning bool) error {
 	w.mu.Lock()
-	started, stopClaiming, stopRun := w.started, w.stopClaiming, w.stopRun
+	started, stopClaiming, stopRun, setupDone := w.started, w.stopClaiming, w.stopRun, w.setupDone
+	if setupDone != nil {
+		// OnHostSetup runs in Start: Start applies the stop once it returns (the worker
+		// then claims nothing), and this waits for the set-up, then for the worker.
+		if w.stopCause == nil || cancelRunning {
+			w.stopCause, w.stopCancel = cause, w.stopCancel || cancelRunning
+		}
+		w.mu.Unlock()
+		select {
+		case <-setupDone:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		w.mu.Lock()
+		started, stopClaiming, stopRun = w.started, w.stopClaiming, w.stopRun
+	}
 	w.mu.Unlock()
 	if !started || stopClaiming == nil {
-		return nil // not started, or OnHostSetup still running in Start
+		return nil // not started, or its OnHostSetup failed
 	}
 	if cancelRunning {
 		w.o.Logger.Info("worker cancelling running jobs", logKeyWorkerID, w.o.ID)
@@ -977,17 +1012,26 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	}
 	hctx, cancel := context.WithTimeout(ctx, w.o.HeartbeatInterval)
 	defer cancel()
+	sent := time.Now()
 	res, err := w.d.drv.InvocationHeartbeatMany(hctx, params)
 	if err == nil && len(res) != len(params) {
 		err = fmt.Errorf("the plane returned %d heartbeat results for %d", len(res), len(params))
 	}
 	if err != nil {
 		w.o.Logger.WarnContext(ctx, "heartbeat failed", logKeyWorkerID, w.o.ID, logKeyError, err)
+		for _, r := range rs {
+			r.e.unrenewed(time.Now(), w.o.HeartbeatInterval)
+		}
 		return
 	}
 	for i, r := range rs {
-		if e := res[i].Err; e != nil && (errors.Is(e, ErrLeaseLost) || errors.Is(e, ErrNotFound)) {
+		switch e := res[i].Err; {
+		case e == nil:
+			r.e.renewed(sent)
+		case errors.Is(e, ErrLeaseLost) || errors.Is(e, ErrNotFound):
 			r.e.leaseLost()
+		default:
+			r.e.unrenewed(time.Now(), w.o.HeartbeatInterval)
 		}
 	}
 }

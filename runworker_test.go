@@ -141,6 +141,20 @@ func setupWorkerBackoff(t *testing.T, backoff plane.Backoff) (*lakeshore.Queue, 
 	return q, d, spy
 }
 
+// claimAgain claims q's job once its lease expired and the plane re-queued it (a lease of
+// a minute), waiting for it.
+func claimAgain(t *testing.T, q *lakeshore.Queue) *lakeshore.Job {
+	t.Helper()
+	var job *lakeshore.Job
+	waitFor(t, "the job to be claimable again", func() bool {
+		j, err := q.Claim(t.Context(), &lakeshore.ClaimOptions{LeaseTTL: time.Minute, Wait: 50 * time.Millisecond})
+		require.NoError(t, err)
+		job = j
+		return j != nil
+	})
+	return job
+}
+
 // runWorker runs RunWorker on a goroutine and returns a channel with its result.
 func runWorker(t *testing.T, ctx context.Context, d *lakeshore.Dispatch, h []lakeshore.Handler, o *lakeshore.WorkerOptions) <-chan error {
 	t.Helper()
@@ -616,13 +630,7 @@ func TestRunWorker(t *testing.T) {
 			&lakeshore.WorkerOptions{Once: true, LeaseTTL: 300 * time.Millisecond})
 		<-started
 		// The lease expires, the plane re-queues the job, and another worker claims it.
-		var other *lakeshore.Job
-		waitFor(t, "the job to be claimable again", func() bool {
-			j, err := q.Claim(t.Context(), &lakeshore.ClaimOptions{LeaseTTL: time.Minute, Wait: 50 * time.Millisecond})
-			require.NoError(t, err)
-			other = j
-			return j != nil
-		})
+		other := claimAgain(t, q)
 		require.Equal(t, 2, other.Attempt)
 		spy.heartbeatsFail.Store(false) // the next heartbeat learns the lease is gone
 		select {
@@ -637,6 +645,58 @@ func TestRunWorker(t *testing.T) {
 		var got string
 		require.NoError(t, q.Result(t.Context(), id, &got, nil))
 		require.Equal(t, "fresh", got)
+	})
+
+	// A worker whose heartbeats cannot reach the plane stops its handler (cause
+	// ErrLeaseLost) before the lease it could not extend ends: the plane re-queues the job
+	// then and another worker runs it, and nothing the stale handler does can be settled.
+	// Before, the handler ran on until a heartbeat reached the plane again (for ever, in an
+	// outage), beside the next attempt.
+	t.Run("LeaseEndsWhileThePlaneIsUnreachable", func(t *testing.T) {
+		t.Parallel()
+		q, d, spy := setupWorker(t)
+		id := submitN(t, q, 1, nil)[0]
+		started := make(chan time.Time, 1)
+		cause := make(chan error, 1)
+		spy.heartbeatsFail.Store(true)
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			started <- time.Now()
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return "stale", nil
+		}
+		// The handler stops a heartbeat before the lease's end; slack is for the timers of
+		// a loaded machine.
+		const lease, slack = 900 * time.Millisecond, 500 * time.Millisecond
+		done := runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{Once: true, LeaseTTL: lease})
+		at := <-started
+		select {
+		case err := <-cause:
+			require.ErrorIs(t, err, lakeshore.ErrLeaseLost)
+			require.Less(t, time.Since(at), lease+slack, "stopped by the lease's end")
+		case <-time.After(5 * time.Second):
+			t.Fatal("the handler ran on past its lease while the plane did not answer its heartbeats")
+		}
+		require.NoError(t, waitDone(t, done))
+		require.Zero(t, spy.settleCount(id), "the stale worker settled nothing")
+		// Queue.Working's own heartbeat does the same.
+		spy.heartbeatsFail.Store(false)
+		require.NoError(t, q.Nack(t.Context(), claimAgain(t, q), errors.New("again"), true))
+		spy.heartbeatsFail.Store(true)
+		handled, err := q.Working(t.Context(), func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			start := time.Now()
+			select {
+			case <-ctx.Done():
+				require.ErrorIs(t, context.Cause(ctx), lakeshore.ErrLeaseLost)
+				require.Less(t, time.Since(start), lease+slack, "stopped by the lease's end")
+			case <-time.After(5 * time.Second):
+				t.Error("Working's handler ran on past its lease while the plane did not answer its heartbeats")
+			}
+			return "stale", nil
+		}, &lakeshore.WorkingOptions{ClaimOptions: lakeshore.ClaimOptions{LeaseTTL: lease, Wait: 5 * time.Second}})
+		require.True(t, handled)
+		require.ErrorIs(t, err, lakeshore.ErrLeaseLost)
 	})
 
 	t.Run("StopDrains", func(t *testing.T) {

@@ -338,6 +338,25 @@ func (e *execution) leaseLost() {
 	e.cancel(fmt.Errorf("job %s: %w", e.job.ID, ErrLeaseLost))
 }
 
+// renewed records a heartbeat of the job that the plane accepted, sent at sent: the lease
+// holds until sent + the lease TTL at least.
+func (e *execution) renewed(sent time.Time) { e.job.heldUntil = sent.Add(e.job.leaseTTL) }
+
+// unrenewed is called, at now, when a heartbeat of the job could not reach the plane and
+// the next one comes after interval. When the lease will have ended by then, the plane has
+// ended it or will (and re-queue the job for another worker), and whatever the handler
+// does can no longer be settled: its context is cancelled as for a lost lease (cause
+// ErrLeaseLost), so the attempt does not run on beside the next one. Reports whether it was.
+func (e *execution) unrenewed(now time.Time, interval time.Duration) bool {
+	if now.Add(interval).Before(e.job.heldUntil) {
+		return false
+	}
+	e.logger.Warn("the plane did not answer the job's heartbeats before its lease ended: stopping its handler (the plane re-queues the job)",
+		logKeyJobID, e.job.ID, logKeyAttempt, e.job.Attempt)
+	e.leaseLost()
+	return true
+}
+
 // errHandlerExited is the error of a handler that ended its goroutine with runtime.Goexit
 // (t.FailNow, log.Fatal-like helpers) instead of returning.
 var errHandlerExited = errors.New("the handler called runtime.Goexit (e.g. t.FailNow) instead of returning")
@@ -508,9 +527,11 @@ func (q *Queue) heartbeatLoop(ctx context.Context, e *execution, interval time.D
 			return
 		case <-t.C:
 		}
+		sent := time.Now()
 		_, err := q.Heartbeat(ctx, e.job)
 		switch {
 		case err == nil:
+			e.renewed(sent)
 		case errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound):
 			e.leaseLost()
 			return
@@ -518,6 +539,9 @@ func (q *Queue) heartbeatLoop(ctx context.Context, e *execution, interval time.D
 			return
 		default:
 			q.d.cfg.Logger.WarnContext(ctx, "heartbeat failed", logKeyJobID, e.job.ID, logKeyError, err)
+			if e.unrenewed(time.Now(), interval) {
+				return
+			}
 		}
 	}
 }

@@ -102,11 +102,11 @@ type LaunchPolicy struct {
 
 // Resources are what one launch asks of its provider. Zero values ask for nothing.
 type Resources struct {
-	// CPUs per worker.
+	// CPUs per worker, at most RequirementCPUsMax.
 	CPUs int `json:"cpus,omitempty" msgpack:"cpus,omitempty"`
-	// GPUs per worker.
+	// GPUs per worker, at most RequirementGPUsMax.
 	GPUs int `json:"gpus,omitempty" msgpack:"gpus,omitempty"`
-	// MemoryMB is memory per worker, in MiB.
+	// MemoryMB is memory per worker, in MiB, at most RequirementMemoryMax (1 PiB).
 	MemoryMB int64 `json:"memory_mb,omitempty" msgpack:"memory_mb,omitempty"`
 	// TimeLimit is the longest a worker may run (SLURM --time). 0: the provider's default.
 	TimeLimit time.Duration `json:"time_limit,omitempty" msgpack:"time_limit,omitempty"`
@@ -195,12 +195,12 @@ func (p LaunchPolicy) Validate() error {
 		return Invalid("register timeout", p.RegisterTimeout, "use a duration ≥ 0 (0: the default, 2m)")
 	case len(p.Command) == 0 || strings.TrimSpace(p.Command[0]) == "":
 		return Invalid("worker command", p.Command, "give the worker's command, e.g. lakeshore worker QUEUE -- ./handle.sh")
-	case p.Resources.CPUs < 0:
-		return Invalid("cpus", p.Resources.CPUs, "use a number ≥ 0")
-	case p.Resources.GPUs < 0:
-		return Invalid("gpus", p.Resources.GPUs, "use a number ≥ 0")
-	case p.Resources.MemoryMB < 0:
-		return Invalid("memory", p.Resources.MemoryMB, "use MiB ≥ 0")
+	case p.Resources.CPUs < 0 || p.Resources.CPUs > RequirementCPUsMax:
+		return Invalid("cpus", p.Resources.CPUs, fmt.Sprintf("use a number from 0 to %d", RequirementCPUsMax))
+	case p.Resources.GPUs < 0 || p.Resources.GPUs > RequirementGPUsMax:
+		return Invalid("gpus", p.Resources.GPUs, fmt.Sprintf("use a number from 0 to %d", RequirementGPUsMax))
+	case p.Resources.MemoryMB < 0 || p.Resources.MemoryMB > RequirementMemoryMax>>20:
+		return Invalid("memory", p.Resources.MemoryMB, fmt.Sprintf("use MiB from 0 to %d (1 PiB)", RequirementMemoryMax>>20))
 	case p.Resources.TimeLimit < 0:
 		return Invalid("time limit", p.Resources.TimeLimit, "use a duration ≥ 0 (0: the provider's default)")
 	}

@@ -805,16 +805,19 @@ func (s *Supervisor) takeStopFailed(k queueKey) []string {
 	return ids
 }
 
-// secretEnv is what a log line must not quote of a launch's environment: the policy's env
-// and the supervisor's LAKESHORE_TOKEN (not the LAKESHORE_* variables describing the
-// launch, which name the queue and provider the line is about).
+// secretEnv is what a log line must not quote of a launch's environment: the policy's env,
+// the supervisor's LAKESHORE_TOKEN and any of its WorkerEnv values holding a URL with a
+// password (LAKESHORE_URL of a postgres:// plane); not the LAKESHORE_* variables
+// describing the launch, which name the queue and provider the line is about.
 func (s *Supervisor) secretEnv(p plane.LaunchPolicy) map[string]string {
 	out := maps.Clone(p.Env)
 	if out == nil {
 		out = map[string]string{}
 	}
-	if token := s.cfg.WorkerEnv["LAKESHORE_TOKEN"]; token != "" {
-		out["LAKESHORE_TOKEN"] = token
+	for k, v := range s.cfg.WorkerEnv {
+		if k == "LAKESHORE_TOKEN" && v != "" || plane.RedactURL(v) != v {
+			out["\x00worker:"+k] = v // beside the policy's variable of the same name
+		}
 	}
 	return out
 }

@@ -698,31 +698,38 @@ func TestSupervisorRepeatedFailureLoggedOnce(t *testing.T) {
 	}
 }
 
+// failedLaunchLog ticks a supervisor once over a queue whose exec provider fails every
+// launch echoing its request (the launch, env included) to stderr, with policyEnv as the
+// policy's env and workerEnv as the supervisor's; it returns the supervisor's log, which
+// must hold the failed launch naming want, and the program's path.
+func failedLaunchLog(t *testing.T, policyEnv, workerEnv map[string]string, want string) (out, program string) {
+	t.Helper()
+	r := newRig(t)
+	program = filepath.Join(t.TempDir(), "echoing.sh")
+	script := "#!/bin/sh\nreq=$(cat)\ncase \"$1\" in\nlaunch) printf '%s' \"$req\" >&2; exit 3;;\nlist) echo '{\"launches\": []}';;\nesac\n"
+	if err := os.WriteFile(program, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.setProvider("x", "exec:"+program, plane.LaunchPolicy{MaxWorkers: 1, Command: []string{"w"}, Env: policyEnv})
+	r.submit("x", 1)
+	reg, logs := prometheus.NewRegistry(), &logBuffer{}
+	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) { c.WorkerEnv = workerEnv })
+	r.tick(s)
+	out = logs.String()
+	if !strings.Contains(out, `msg="provider supervisor: launch failed"`) || !strings.Contains(out, want) {
+		t.Fatalf("the log lacks the failed launch quoting its request (%s):\n%s", want, out)
+	}
+	return out, program
+}
+
 // TestSupervisorLaunchErrorHidesEnv: a provider program that fails a launch echoing its
 // request (the launch, env included) to stderr has its error logged with the policy's env
 // values and the supervisor's LAKESHORE_TOKEN as xxxxx; the names, the queue and the
 // provider stay readable.
 func TestSupervisorLaunchErrorHidesEnv(t *testing.T) {
-	r := newRig(t)
-	dir := t.TempDir()
-	program := filepath.Join(dir, "echoing.sh")
-	script := "#!/bin/sh\nreq=$(cat)\ncase \"$1\" in\nlaunch) printf '%s' \"$req\" >&2; exit 3;;\nlist) echo '{\"launches\": []}';;\nesac\n"
-	if err := os.WriteFile(program, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	name := "exec:" + program
-	r.setProvider("x", name, plane.LaunchPolicy{MaxWorkers: 1, Command: []string{"w"},
-		Env: map[string]string{"HF_TOKEN": "hf_policysecret1", "AZURE_STORAGE_CONNECTION_STRING": "AccountKey=policysecret2", "SHORT": "1"}})
-	r.submit("x", 1)
-	reg, logs := prometheus.NewRegistry(), &logBuffer{}
-	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) {
-		c.WorkerEnv = map[string]string{"LAKESHORE_TOKEN": "supervisortoken3"}
-	})
-	r.tick(s)
-	out := logs.String()
-	if !strings.Contains(out, `msg="provider supervisor: launch failed"`) || !strings.Contains(out, "HF_TOKEN") {
-		t.Fatalf("the log lacks the failed launch quoting its request:\n%s", out)
-	}
+	out, program := failedLaunchLog(t,
+		map[string]string{"HF_TOKEN": "hf_policysecret1", "AZURE_STORAGE_CONNECTION_STRING": "AccountKey=policysecret2", "SHORT": "1"},
+		map[string]string{"LAKESHORE_TOKEN": "supervisortoken3"}, "HF_TOKEN")
 	for _, secret := range []string{"policysecret", "supervisortoken3"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("the log quotes %q:\n%s", secret, out)
@@ -730,6 +737,19 @@ func TestSupervisorLaunchErrorHidesEnv(t *testing.T) {
 	}
 	if !strings.Contains(out, `queue=x`) || !strings.Contains(out, program) {
 		t.Errorf("the log lost the queue or the provider:\n%s", out)
+	}
+}
+
+// TestSupervisorLaunchErrorHidesPlanePassword: the plane's URL the supervisor gives its
+// workers (LAKESHORE_URL of a postgres:// plane, with its password) is in every launch's
+// environment; a provider program that fails echoing its request has it logged as xxxxx.
+// Before, only the policy's env and LAKESHORE_TOKEN were hidden, and the log quoted the
+// database password.
+func TestSupervisorLaunchErrorHidesPlanePassword(t *testing.T) {
+	out, _ := failedLaunchLog(t, nil,
+		map[string]string{"LAKESHORE_URL": "postgres://lakeshore:dbpassword4@db.internal:5432/lakeshore"}, "LAKESHORE_URL")
+	if strings.Contains(out, "dbpassword4") {
+		t.Errorf("the log quotes the plane's password:\n%s", out)
 	}
 }
 

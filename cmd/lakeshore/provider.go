@@ -143,12 +143,20 @@ func supervisorTarget(target string, getenv func(string) string) (string, error)
 	return serveTarget(target, getenv)
 }
 
-// workerEnv is how a launched worker reaches the plane at target.
-func workerEnv(target string, logger *slog.Logger) map[string]string {
+// workerEnv is how a launched worker reaches the plane at target: its URL and, for a
+// server, the supervisor's $LAKESHORE_TOKEN; the embedded plane's directory otherwise.
+func workerEnv(target string, getenv func(string) string, logger *slog.Logger) map[string]string {
 	lower := strings.ToLower(target)
 	switch {
-	case strings.HasPrefix(lower, "http://"), strings.HasPrefix(lower, "https://"),
-		strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
+	case strings.HasPrefix(lower, "http://"), strings.HasPrefix(lower, "https://"):
+		// The token too: the SSH and Kubernetes providers give a worker the launch's
+		// environment, not the supervisor's process environment.
+		env := map[string]string{lakeshore.EnvURL: target}
+		if token := getenv(lakeshore.EnvToken); token != "" {
+			env[lakeshore.EnvToken] = token
+		}
+		return env
+	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
 		return map[string]string{lakeshore.EnvURL: target}
 	}
 	path := strings.TrimPrefix(target, "sqlite://")
@@ -176,7 +184,7 @@ func newSupervisor(drv plane.Driver, target, namespace string, o *supervisorFlag
 	return provider.NewSupervisor(provider.SupervisorConfig{
 		Driver: drv, Resolve: newResolver(home, o.timeout, getenv), Namespace: namespace, Tick: o.tick,
 		StopGrace: o.stopGrace, CallTimeout: o.timeout, LeaseTTL: o.leaseTTL, DryRun: o.dryRun,
-		WorkerEnv: workerEnv(target, logger), Logger: logger, Metrics: metrics,
+		WorkerEnv: workerEnv(target, getenv, logger), Logger: logger, Metrics: metrics,
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/internal/sshdtest"
 	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 	"github.com/lakeshore-dev/lakeshore/provider"
 )
 
@@ -163,5 +164,58 @@ func TestDefaultBuildLeavesOutClientGo(t *testing.T) {
 		if strings.HasPrefix(dep, "k8s.io/") {
 			t.Errorf("the default build links %s; keep client-go behind the lakeshore_kubernetes build tag", dep)
 		}
+	}
+}
+
+// TestProviderSSHWorkersGetTheSupervisorsToken: `lakeshore provider run` against a
+// `lakeshore serve` with tokens, its LAKESHORE_TOKEN in its environment, launches a real
+// `lakeshore worker` over SSH that reaches the server with that token and runs the job.
+// The SSH provider sends a worker only the launch's environment (never the supervisor's
+// process environment), and the supervisor's launches carried LAKESHORE_URL but not
+// LAKESHORE_TOKEN: every worker was refused as unauthorized and exited, and the job never
+// ran (a Kubernetes Pod likewise got no token without the provider's secret:).
+func TestProviderSSHWorkersGetTheSupervisorsToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts sshd, a server and a supervisor")
+	}
+	p := newProviderPlane(t)
+	const admin = "an-admin-token-long-enough-for-the-server-0123456789"
+	adminFile := filepath.Join(t.TempDir(), "admin")
+	if err := os.WriteFile(adminFile, []byte(admin+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServe(t, filepath.Join(t.TempDir(), lakeshore.DefaultDBName), "--admin-token-file", adminFile)
+	drv, err := httpplane.New(srv.url, &httpplane.Config{Token: admin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := lakeshore.New(drv, nil)
+	t.Cleanup(func() { d.Close() })
+	file, _, _ := sshInventory(t, "127.0.0.1")
+	err = drv.QueueProviderSet(t.Context(), &plane.ProviderParams{Namespace: "default", Queue: "tok",
+		Provider: plane.ProviderRef{Name: "ssh:lab", Policy: plane.LaunchPolicy{MaxWorkers: 1, IdleTimeout: time.Hour,
+			Command: []string{"lakeshore", "worker", "tok", "--", "sh", "-c", "echo ran with a token"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := d.Queue("tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := q.Submit(t.Context(), "x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, logs := p.startSupervisor([]string{"LAKESHORE_CONFIG=" + file, lakeshore.EnvURL + "=" + srv.url, lakeshore.EnvToken + "=" + admin},
+		"--tick", "200ms")
+	var result map[string]any
+	if err := q.Result(t.Context(), id, &result, &lakeshore.ResultOptions{Timeout: time.Minute}); err != nil {
+		t.Fatalf("the job's result: %v\nsupervisor:\n%s", err, logs.String())
+	}
+	if out, _ := result["stdout"].(string); !strings.Contains(out, "ran with a token") {
+		t.Errorf("the job ran %q", out)
+	}
+	if strings.Contains(logs.String(), admin) {
+		t.Errorf("the supervisor's log quotes its token:\n%s", logs.String())
 	}
 }

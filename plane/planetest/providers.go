@@ -1,6 +1,7 @@
 package planetest
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -149,7 +150,12 @@ func testProviders(t *testing.T, s *suite) {
 			"negative gpus":       with(func(r *plane.ProviderRef) { r.Policy.Resources.GPUs = -1 }),
 			"negative memory":     with(func(r *plane.ProviderRef) { r.Policy.Resources.MemoryMB = -1 }),
 			"negative time":       with(func(r *plane.ProviderRef) { r.Policy.Resources.TimeLimit = -time.Second }),
-			"too large":           with(func(r *plane.ProviderRef) { r.Policy.Env = map[string]string{"BIG": strings.Repeat("x", 70<<10)} }),
+			// Past the placement limits: a worker asking 2^63−1 GPUs overflowed the ssh
+			// provider's sum of a host's GPUs in use and was placed on a host of four.
+			"huge cpus":   with(func(r *plane.ProviderRef) { r.Policy.Resources.CPUs = plane.RequirementCPUsMax + 1 }),
+			"huge gpus":   with(func(r *plane.ProviderRef) { r.Policy.Resources.GPUs = math.MaxInt }),
+			"huge memory": with(func(r *plane.ProviderRef) { r.Policy.Resources.MemoryMB = plane.RequirementMemoryMax>>20 + 1 }),
+			"too large":   with(func(r *plane.ProviderRef) { r.Policy.Env = map[string]string{"BIG": strings.Repeat("x", 70<<10)} }),
 		} {
 			err := b.drv.QueueProviderSet(b.ctx, &plane.ProviderParams{Namespace: b.ns, Queue: b.q, Provider: ref})
 			requireIs(t, err, plane.ErrInvalid, name)

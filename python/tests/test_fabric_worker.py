@@ -73,7 +73,9 @@ def _git(root: Path, *args: str) -> None:
 def _env(server: Server, tmp: Path) -> dict[str, str]:
     env = dict(os.environ, LAKESHORE_URL=server.url, LAKESHORE_TOKEN=server.admin_token, LAKESHORE_CODE_CACHE=str(tmp / "cache"))
     env.pop("LAKESHORE_CONFIG", None)
-    env.pop("PYTHONPATH", None)
+    # Only the SDK under test on the path (a worktree's, not the one the venv installed),
+    # never the project's directory: the worker's processes never see the code.
+    env["PYTHONPATH"] = str(Path(lakeshore.__file__).resolve().parent.parent)
     return env
 
 
@@ -772,3 +774,63 @@ def test_runs_of_another_env_wait_for_the_running_ones() -> None:
     assert not p.waiting
     p.release("a4")
     assert "LAKESHORE_TEST_CONTEXT" not in os.environ
+
+
+HOOKS_OPS = """\
+import lakeshore
+from lakeshore import lifecycle
+from mylib.version import VERSION
+
+def _note(what):
+    with open({marker!r}, "a") as f:
+        f.write(what + "\\n")
+
+@lifecycle.on_run_setup
+def before():
+    _note(f"hook-{{VERSION}}")
+
+@lakeshore.udf(queue="{queue}", mode="small")
+def which():
+    _note(f"body-{{VERSION}}")
+    return VERSION
+"""
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git (apt-get install git)")
+def test_a_new_digest_forgets_the_old_codes_hooks(server: Server, tmp_path: Path, qname: str) -> None:
+    """A worker that runs a run of another digest forgets the modules of the code before,
+    and the run set-up hooks they registered with them: each body runs its own code's
+    hooks, once. Before, every import of shipped code added its hooks for good: after
+    versions 1, 2 and 1 again, a body ran three hooks, two of them of code it was not."""
+    proj, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    (proj / "mylib").mkdir(parents=True)
+    elsewhere.mkdir()
+    marker = tmp_path / "marker.txt"
+    (proj / "lakeshore.yaml").write_text("modes:\n  small:\n    resources: {cpus: 1}\n    code: true\n")
+    (proj / "mylib" / "__init__.py").write_text("")
+    (proj / "mylib" / "ops.py").write_text(HOOKS_OPS.format(queue=qname, marker=str(marker)))
+    env = _env(server, tmp_path)
+
+    def submit(version: int) -> str:
+        (proj / "mylib" / "version.py").write_text(f"VERSION = {version}\n")
+        r = subprocess.run(
+            [sys.executable, "-c", "import mylib.ops; print(mylib.ops.which.submit())"],
+            cwd=proj, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    _git(proj, "init", "-q")
+    _git(proj, "add", ".")
+    _git(proj, "commit", "-q", "-m", "one")
+    ids = [submit(1), submit(2), submit(1)]
+    script = f"import lakeshore; lakeshore.run_worker(queues=['{qname}'], max_jobs=3, offers={{'cpus_milli': 1000}})"
+    r = subprocess.run([sys.executable, "-c", script], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    d = lakeshore.HttpDispatch(server.url, token=server.admin_token)
+    try:
+        q = lakeshore.SyncQueue(qname, dispatch=d)
+        assert [q.result(i, timeout=30) for i in ids] == [1, 2, 1]
+    finally:
+        d.close()
+    assert marker.read_text().split() == ["hook-1", "body-1", "hook-2", "body-2", "hook-1", "body-1"]

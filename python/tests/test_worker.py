@@ -429,6 +429,49 @@ def test_a_killed_job_stops_its_body(mem: lakeshore.Dispatch) -> None:
         assert released["id"] == inv and released["attempt"] == 1 and released["worker"], released
 
 
+def test_a_body_stops_when_its_lease_ends_unanswered(mem: lakeshore.Dispatch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker whose heartbeats the plane does not answer stops the body before the lease
+    it could not extend ends (the plane re-queues the job then, for another worker, and
+    nothing the body does can be settled). Before, the body ran on for as long as the plane
+    did not answer, beside the job's next attempt (Go: TestRunWorker's
+    LeaseEndsWhileThePlaneIsUnreachable)."""
+    from lakeshore.queue import QueueCore
+
+    started, stopped = threading.Event(), threading.Event()
+    real = QueueCore.heartbeat
+
+    async def unanswered(self: QueueCore, job: Any, lease_ttl: float | None = None) -> Any:
+        if started.is_set():
+            raise lakeshore.errors.UnavailableError("test: the plane does not answer")
+        return await real(self, job, lease_ttl)
+
+    monkeypatch.setattr(QueueCore, "heartbeat", unanswered)
+
+    @udf(queue="lease-unanswered", dispatch=mem, lease_ttl=1.0)
+    def busy() -> None:
+        started.set()
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                sum(range(1000))
+        except lakeshore.JobStopped:
+            stopped.set()
+            raise
+
+    inv = busy.submit()
+    t = threading.Thread(target=run_worker, args=(mem,), kwargs={"queues": [busy], "once": True}, daemon=True)
+    t.start()
+    assert started.wait(10)
+    at = time.monotonic()
+    assert stopped.wait(5), "the body ran on past its lease while the plane did not answer its heartbeats"
+    assert time.monotonic() - at < 1.0 + 0.5, "stopped by the lease's end (0.5 s of slack for a loaded machine)"
+    t.join(15)
+    assert not t.is_alive()
+    monkeypatch.setattr(QueueCore, "heartbeat", real)
+    row = busy.queue().get(inv)
+    assert row.result is None, "the stopped body's attempt settled nothing"
+
+
 def test_a_killed_job_that_finishes_anyway_is_no_warning(mem: lakeshore.Dispatch, caplog: pytest.LogCaptureFixture) -> None:
     # A kill the body outruns (it returns before a heartbeat notices, as a RolloutPool's
     # stop does to rollouts about to end) is fenced off at the settle: expected, said at

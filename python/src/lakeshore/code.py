@@ -47,7 +47,7 @@ from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakeshore import errors
+from lakeshore import errors, lifecycle
 from lakeshore.config import Code, Mount
 
 if TYPE_CHECKING:
@@ -1051,8 +1051,9 @@ def load_function(root: str, ref: str) -> Any:
     imported from a directory of the code such as ``src``) from the code unpacked at
     ``root``: ``root`` (or that directory) goes first on ``sys.path`` and ``PYTHONPATH``
     (replacing the previous code root), and
-    modules imported from another code root are forgotten, so that each digest runs its
-    own code. One code root at a time per process.
+    modules imported from another code root are forgotten, with the set-up hooks they
+    registered (``lakeshore.lifecycle``), so that each digest runs its own code. One code
+    root at a time per process.
 
     Raises:
         CodeError: a malformed ``ref``, or one naming a module outside ``root``;
@@ -1076,6 +1077,8 @@ def load_function(root: str, ref: str) -> Any:
                     f = getattr(m, "__file__", None) or ""
                     if f.startswith(prefix):
                         del sys.modules[name]
+                # And the hooks those modules registered: the next body is another code's.
+                lifecycle._forget_code(prefix)
             sys.path.insert(0, root)
             os.environ["PYTHONPATH"] = root + (os.pathsep + _base_pythonpath if _base_pythonpath else "")
             importlib.invalidate_caches()

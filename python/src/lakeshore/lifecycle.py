@@ -26,7 +26,9 @@ Rules (``run_worker`` keeps them):
 
 - no body runs before every ``on_host_setup`` hook registered so far has finished; hooks
   run in registration order, once per process (a hook registered later — by code shipped
-  with a run and imported by the worker — runs before the first body that follows);
+  with a run and imported by the worker — runs before the first body that follows; the
+  set-up hooks of shipped code are forgotten with its modules when a run of another digest
+  replaces it);
 - a host set-up hook that raises fails the worker's start (``run_worker`` raises it
   before it claims anything), not the jobs: they stay queued for another worker; one
   registered by shipped code fails that attempt (retried as any failure);
@@ -37,6 +39,7 @@ Rules (``run_worker`` keeps them):
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections.abc import Callable
@@ -133,6 +136,28 @@ def run_shutdown() -> None:
             fn()
         except Exception:  # noqa: BLE001 - shutdown is best effort
             log.exception("lakeshore worker: shutdown hook %s failed", getattr(fn, "__qualname__", fn))
+
+
+def _forget_code(prefix: str) -> None:
+    """Forget the set-up hooks defined in files under ``prefix``: the code root of a digest
+    whose modules the worker forgot to import another's (``code.load_function``), so that
+    no body runs the hooks of code it is not. Shutdown hooks stay: the old code's objects
+    are still in the process, and their clean-up still due."""
+    global _host_done
+    with _lock:
+        done = [fn for fn in _host[:_host_done] if not _defined_under(fn, prefix)]
+        _host[:] = done + [fn for fn in _host[_host_done:] if not _defined_under(fn, prefix)]
+        _host_done = len(done)
+        _run[:] = [fn for fn in _run if not _defined_under(fn, prefix)]
+
+
+def _defined_under(fn: Callable[[], object], prefix: str) -> bool:
+    """Whether ``fn``'s code is in a file under ``prefix`` (False when it has no file)."""
+    try:
+        path = inspect.getfile(inspect.unwrap(fn))
+    except (TypeError, ValueError):
+        return False
+    return path.startswith(prefix)
 
 
 def _set_phase(p: Phase) -> None:

@@ -1799,6 +1799,16 @@ def _heartbeat_interval(job: Job) -> float:
     return max(0.2, left / 3)
 
 
+def _lease_ends_before_next_beat(job: Job) -> bool:
+    """Whether the job's lease (as the plane last extended it) ends before the next
+    heartbeat (:func:`_heartbeat_interval`) could extend it: a worker whose heartbeats the
+    plane does not answer stops the body then (Go's ``execution.unrenewed``)."""
+    if job.lease_expires_at is None:
+        return False
+    left = (job.lease_expires_at - datetime.now(timezone.utc)).total_seconds()
+    return left <= _heartbeat_interval(job)
+
+
 def _frame_error(v: Any) -> Mapping[str, Any] | None:
     if isinstance(v, (bytes, bytearray)):
         try:

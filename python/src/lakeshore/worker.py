@@ -70,6 +70,7 @@ from lakeshore.queue import (
     _error_info,
     _heartbeat_interval,
     _lease_deadline,
+    _lease_ends_before_next_beat,
     _placement,
     encode_value,
 )
@@ -1071,7 +1072,17 @@ class _Worker:
             self._stop(r)
             return
         except errors.DispatchError:
-            pass
+            if _lease_ends_before_next_beat(r.job):
+                # The plane did not answer and the lease ends before another beat: it
+                # re-queues the job for another worker, and nothing this body does can be
+                # settled. Stop it rather than run on beside the next attempt.
+                log.warning(
+                    "lakeshore worker: job %s: the plane did not answer its heartbeats before its lease ended: stopping its body",
+                    r.job.id,
+                )
+                r.lost = True
+                self._stop(r)
+                return
         r.due = time.monotonic() + _heartbeat_interval(r.job)
         if self.keeper_wake is not None:
             # The keeper went to sleep while this beat was in flight (its due unknown), for
