@@ -66,8 +66,12 @@ func UnknownFields(schema Schema, fields []string) []string {
 // every field asked for, so it answers empty batches (waiting: ErrTimeout after the
 // whole wait) until a put adds the field. The schema is read only while a name asked
 // for is neither known nor told, and a failure to read it never fails the read (the
-// read itself then says what is wrong).
+// read itself then says what is wrong). A name no record can have (CheckFieldNames) is
+// not told: the hand-out refuses it as invalid.
 func (q *Queue) tellUnknownFields(ctx context.Context, fields []string) {
+	if CheckFieldNames(fields) != nil {
+		return
+	}
 	n := &q.fields
 	n.mu.Lock()
 	unresolved := n.unresolved(fields)

@@ -102,6 +102,9 @@ func (r *MetaRequest) validate() error {
 	if len(r.Fields) == 0 {
 		return &InvalidError{Field: "fields", Value: nil, Rule: "at least one field name"}
 	}
+	if err := CheckFieldNames(r.Fields); err != nil {
+		return err
+	}
 	if r.BatchSize < 1 {
 		return &InvalidError{Field: "batch_size", Value: r.BatchSize, Rule: "≥ 1"}
 	}

@@ -159,6 +159,9 @@ func (q *Queue) Produced(ctx context.Context, partition string, indexes []int64,
 	if err := CheckIndexes(indexes); err != nil {
 		return nil, err
 	}
+	if err := CheckFieldNames(fields); err != nil {
+		return nil, err
+	}
 	return q.s.Produced(ctx, partition, indexes, fields)
 }
 

@@ -104,8 +104,8 @@ func (s *Staleness) validate() error {
 // version. A refused put writes nothing.
 type Admission struct {
 	// Task is the consumer (the trainer's task) whose unconsumed records count.
-	// Required with MaxUnconsumed (1–256 bytes; else *InvalidError naming
-	// admission_task, its HTTP query parameter).
+	// Required with MaxUnconsumed (a task name, CheckTask's rule; else *InvalidError
+	// naming admission_task, its HTTP query parameter).
 	Task string
 	// MaxUnconsumed bounds the records of the partition not yet consumed by Task
 	// (leased ones count as unconsumed until committed), counting the put's own. 0:
@@ -138,9 +138,9 @@ func (a *Admission) validate() error {
 	if a.MaxUnconsumed < 0 {
 		return &InvalidError{Field: "max_unconsumed", Value: a.MaxUnconsumed, Rule: "≥ 0 (0: no bound)"}
 	}
-	if a.MaxUnconsumed > 0 && (a.Task == "" || len(a.Task) > 256) {
+	if a.MaxUnconsumed > 0 && !validTask(a.Task) {
 		// Named by its query parameter (admission_task), whose bound it is.
-		return &InvalidError{Field: "admission_task", Value: a.Task, Rule: "1–256 bytes: the task whose unconsumed records max_unconsumed bounds (required with max_unconsumed)"}
+		return &InvalidError{Field: "admission_task", Value: a.Task, Rule: taskRule + ": the task whose unconsumed records max_unconsumed bounds (required with max_unconsumed)"}
 	}
 	if a.Timeout < 0 {
 		return &InvalidError{Field: "admission_timeout", Value: a.Timeout, Rule: "≥ 0"}

@@ -2,10 +2,13 @@ package persist
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
 	"math"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/persist/internal/tail"
@@ -14,10 +17,50 @@ import (
 // This file exports the request checks every store shares with the SDK, so that every
 // store validates a call and shards a queue the same way.
 
-// CheckTask checks a consumption task name (1–256 bytes). Errors: *InvalidError.
+// taskRule is the rule of a task name, a key of every store's consumption (PostgreSQL's
+// text holds neither a NUL byte nor invalid UTF-8, and a C string ends at a NUL).
+const taskRule = `1–256 bytes of valid UTF-8 without the byte \x00`
+
+// CheckTask checks a consumption task name (taskRule). Errors: *InvalidError naming
+// task.
 func CheckTask(task string) error {
-	if task == "" || len(task) > 256 {
-		return &InvalidError{Field: "task", Value: task, Rule: "1–256 bytes"}
+	if !validTask(task) {
+		return &InvalidError{Field: "task", Value: task, Rule: taskRule}
+	}
+	return nil
+}
+
+func validTask(task string) bool {
+	return task != "" && len(task) <= 256 && !strings.Contains(task, "\x00") && utf8.ValidString(task)
+}
+
+// CheckFieldNames checks the field names a read asks for (MetaRequest.Fields, Produced's
+// fields) by the rule of a record's field name (record.CheckFieldName): a name no record
+// can have is a bad argument, refused the same way by every store, never a field that
+// is merely not produced yet. Errors: *InvalidError naming fields.
+func CheckFieldNames(names []string) error {
+	for _, name := range names {
+		if err := record.CheckFieldName(name); err != nil {
+			var ie *InvalidError
+			if errors.As(err, &ie) {
+				return &InvalidError{Field: "fields", Value: name, Rule: ie.Rule}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckTags checks the tags of a KV put: keys and values of valid UTF-8 without the
+// byte \x00 (the stores keep tags as JSON, which PostgreSQL's jsonb holds no NUL of
+// and which would replace invalid UTF-8). Errors: *InvalidError naming tags.
+func CheckTags(tags map[string]string) error {
+	for k, v := range tags {
+		for _, s := range []string{k, v} {
+			if strings.Contains(s, "\x00") || !utf8.ValidString(s) {
+				return &InvalidError{Field: "tags", Value: s, Rule: `keys and values of valid UTF-8 without the byte \x00`}
+			}
+		}
 	}
 	return nil
 }
@@ -200,6 +243,9 @@ func MergeKVPut(partition string, keys []string, fields []Record, tags []map[str
 			maps.Copy(it.Fields, fields[i])
 		}
 		if tags != nil {
+			if err := CheckTags(tags[i]); err != nil {
+				return nil, err
+			}
 			maps.Copy(it.Tags, tags[i])
 		}
 	}

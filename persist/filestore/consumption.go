@@ -72,6 +72,9 @@ func (q *fileQueue) ResetConsumption(ctx context.Context, task, partition string
 
 // Consumed returns how many samples of partition task has consumed.
 func (q *fileQueue) Consumed(ctx context.Context, task, partition string) (int64, error) {
+	if err := persist.CheckTaskPartition(task, partition); err != nil {
+		return 0, err
+	}
 	if err := q.calls.Enter(); err != nil {
 		return 0, err
 	}

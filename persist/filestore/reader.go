@@ -272,7 +272,7 @@ func (t *wtx) loadMetaState(rq *persist.MetaRequest) (*metaPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &metaPlan{schema: *s, src: &fileSampleSource{Task: rq.Task, Partition: rq.Partition, DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, q: t.q}}
+	p := &metaPlan{schema: *s, src: &fileSampleSource{Task: rq.Task, Partition: rq.Partition, DPRank: rq.DPRank, BatchIndex: rq.BatchIndex, q: t.q, schema: *s}}
 	known := true
 	for _, f := range rq.Fields {
 		if _, ok := s.Kind(f); !ok {

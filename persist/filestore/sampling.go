@@ -21,6 +21,7 @@ type fileSampleSource struct {
 	Task, Partition    string
 	DPRank, BatchIndex int
 	q                  *fileQueue
+	schema             persist.Schema // the snapshot's schema: Values of a field not in it is nil
 	partSpans          record.IndexSet
 	ready              record.IndexSet // every ready sample; Ready is its first window
 	stored             []int64         // the group's stored assignment, if storedOK
@@ -68,10 +69,17 @@ func (in *fileSampleSource) ReadyAfter(after int64, n int) ([]int64, bool) {
 }
 
 // Values returns the values of field for indexes (nil where a sample has no value),
-// for samplers that group or balance by content.
+// for samplers that group or balance by content. A field that is not in the
+// snapshot's schema has no value in any sample (a staleness bound before any record
+// carries a weight version, a sampler's length or group field no record has yet), as
+// in every store; it was a read's *InvalidError naming fields, which refused the whole
+// GetMeta.
 func (in *fileSampleSource) Values(ctx context.Context, field string, indexes []int64) ([]any, error) {
 	if len(indexes) == 0 {
 		return nil, nil
+	}
+	if _, ok := in.schema.Kind(field); !ok {
+		return make([]any, len(indexes)), nil
 	}
 	if field == persist.WeightVersionField && in.versionsStable {
 		return in.versionValues(ctx, indexes)

@@ -410,6 +410,9 @@ func (s *Store) ResetConsumption(ctx context.Context, task, partition string) er
 
 // Consumed implements persist.Store.
 func (s *Store) Consumed(ctx context.Context, task, partition string) (int64, error) {
+	if err := persist.CheckTaskPartition(task, partition); err != nil {
+		return 0, err
+	}
 	if err := s.calls.Enter(); err != nil {
 		return 0, err
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -619,6 +620,50 @@ func testBadInput(t *testing.T, q *persist.Queue) {
 	_, err = q.Store().KVGet(ctx, persist.DefaultPartition, []string{"k\x00"}, nil)
 	requireInvalidField(t, err, "key")
 	requireInvalidField(t, q.Store().KVClear(ctx, persist.DefaultPartition, []string{"\x00"}), "key")
+	// Nor in a task name, a field name a read asks for, or a KV tag: every store refuses
+	// them as invalid (the distributed store answered PostgreSQL's "invalid byte sequence
+	// for encoding UTF8", an internal error, HTTP 500).
+	for _, task := range []string{"t\x00", "t\xff"} {
+		// Invalid UTF-8 may be refused before the store sees it (over HTTP the body's
+		// decoder refuses it, naming the request body): invalid either way.
+		check := func(err error, field string) {
+			t.Helper()
+			if strings.Contains(task, "\x00") {
+				requireInvalidField(t, err, field)
+			} else {
+				requireInvalid(t, err)
+			}
+		}
+		_, err = q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 1, Task: task})
+		check(err, "task")
+		check(q.MarkConsumed(ctx, task, persist.DefaultPartition, []int64{0}), "task")
+		check(q.ResetConsumption(ctx, task, persist.DefaultPartition), "task")
+		_, err = q.Consumed(ctx, task, persist.DefaultPartition)
+		check(err, "task")
+		check(q.DropGroup(ctx, task, persist.DefaultPartition, []int64{0}), "task")
+		_, err = q.PutAdmitted(ctx, persist.DefaultPartition, []persist.Record{{"x": 1}},
+			&persist.Admission{Task: task, MaxUnconsumed: 10, MaxAhead: -1})
+		check(err, "admission_task")
+	}
+	_, err = q.Consumed(ctx, "", persist.DefaultPartition)
+	requireInvalidField(t, err, "task")
+	_, err = q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x", "y\x00"}, BatchSize: 1, Task: "t"})
+	requireInvalidField(t, err, "fields")
+	_, _, err = q.Reader().GetBatch(ctx, &persist.MetaRequest{Fields: []string{"\x00"}, BatchSize: 1, Task: "t"})
+	requireInvalidField(t, err, "fields")
+	_, err = q.Produced(ctx, persist.DefaultPartition, []int64{0}, []string{"x", "\x00"})
+	requireInvalidField(t, err, "fields")
+	for _, tags := range []map[string]string{{"s": "a\x00"}, {"\x00": "a"}, {"s": "\xff"}} {
+		_, err = kv.Put(ctx, persist.DefaultPartition, "k", persist.Record{"x": 1}, tags)
+		if tags["s"] == "\xff" {
+			requireInvalid(t, err) // over HTTP: the body's decoder refuses it first
+		} else {
+			requireInvalidField(t, err, "tags")
+		}
+	}
+	n, err := q.Consumed(ctx, "t", persist.DefaultPartition)
+	require.NoError(t, err)
+	require.Zero(t, n, "a refused call consumed nothing")
 	_, err = q.Get(ctx, -1, 10, nil)
 	requireInvalid(t, err)
 	_, err = q.Get(ctx, 0, 0, nil)

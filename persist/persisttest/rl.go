@@ -31,6 +31,7 @@ func rlCases() []testCase {
 		{"LeasedReads", testLeasedReads},
 		{"VersionFieldsCheckedOnEveryWrite", testVersionFieldsChecked},
 		{"NullVersionIsAbsent", testNullVersionIsAbsent},
+		{"SamplerFieldNoRecordHas", testSamplerFieldNoRecordHas},
 		{"WaitingReadSeesLeaseExpire", testWaitSeesLeaseExpire},
 		{"IndexesOutOfRange", testIndexesOutOfRange},
 	}
@@ -96,6 +97,29 @@ func testNullVersionIsAbsent(t *testing.T, q *persist.Queue) {
 	var bp *persist.BackpressureError
 	require.ErrorAs(t, err, &bp)
 	require.EqualValues(t, 2, bp.Target)
+}
+
+// testSamplerFieldNoRecordHas: a field a sampler reads by (SampleInput.Values) that no
+// record has yet — the weight version of a staleness bound on a queue whose producers do
+// not version their records (yet), a seqlen-balanced length field — is no value in every
+// sample, as the Values contract says, so the hand-out goes on (a record without a version
+// is never stale; a sample without a length counts 0). The file store refused the whole
+// GetMeta with the read's *InvalidError naming fields (found by break12: HTTP 400 from a
+// file-store server, a batch from the distributed store for the same request).
+func testSamplerFieldNoRecordHas(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putN(t, q, persist.DefaultPartition, 8, func(i int) persist.Record { return persist.Record{"x": i} })
+	require.NoError(t, q.SetVersion(ctx, 3))
+	for _, policy := range []persist.StalenessPolicy{persist.StaleDrop, persist.StaleKeep} {
+		meta, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "stale-" + string(policy),
+			Staleness: &persist.Staleness{Max: 0, Policy: policy}})
+		require.NoError(t, err, "policy %q", policy)
+		require.Equal(t, []int64{0, 1}, meta.Indexes, "records without a version are never stale")
+	}
+	meta, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "seqlen",
+		Sampler: persist.SeqLenBalanced{LengthField: "tokens", Groups: 2}.Spec()})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []int64{0, 1, 2, 3}, meta.Indexes, "samples without a length count 0")
 }
 
 func putVersioned(t *testing.T, q *persist.Queue, n int, version int64, from int) []int64 {

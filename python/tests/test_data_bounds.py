@@ -137,3 +137,21 @@ def test_kv_list_key_put_again_between_pages(dispatch: HttpDispatch, qname: str)
         assert len(await kv.kv_list("")) == n + 1
 
     run(main())
+
+
+def test_get_batch_refuses_a_batch_size_that_is_not_an_integer(dispatch: HttpDispatch, qname: str) -> None:
+    """get_batch compared batch_size with the bound before checking it, so a string or
+    None raised a bare TypeError ('>' not supported) instead of the InvalidError naming
+    batch_size that get_meta and a float batch_size give (found by break12)."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=dispatch)
+        await q.put_batch([{"x": 1}])
+        await q.flush()
+        for bad in ["3", None, 1.5]:
+            with pytest.raises(InvalidError) as e:
+                await q.reader().get_batch(["x"], bad, "t")  # type: ignore[arg-type]
+            assert e.value.field == "batch_size", str(e.value)
+        assert await q.stats() is not None
+
+    run(main())

@@ -1668,7 +1668,7 @@ class Reader:
         10,000 (the server's bound on one answer) is :meth:`get_meta` then
         :meth:`get_data`, which reads the records in parts."""
         _check_format(format)
-        if batch_size > _READ_LIMIT_MAX:
+        if _integer("batch_size", batch_size) > _READ_LIMIT_MAX:
             meta = await self.get_meta(
                 fields, batch_size, task_name, partition_id, sampler, timeout=timeout, wait=wait, batch_index=batch_index,
                 defer_consume=defer_consume, max_staleness=max_staleness, stale_policy=stale_policy, lease=lease,
