@@ -124,6 +124,17 @@ type ShapeChecker interface {
 	CanOffer(r *plane.Requirement) error
 }
 
+// LogLocator is a Provider that can say where a launch's output (the worker's standard
+// output and error) goes: a file on the supervisor's machine (an absolute path: the local
+// provider's, SLURM's on a shared file system) or elsewhere ("HOST:PATH" of an SSH host).
+// When a launch ends without being stopped, the supervisor's "worker failed failure=ended"
+// line names it, and quotes its last line when the file is on the supervisor's machine:
+// why a worker exited (unauthorized, a command not found, a Python traceback) is there.
+// "" when it does not know.
+type LogLocator interface {
+	LogPath(id string) string
+}
+
 // WithOffers returns command with `--offers OFFERS` added when it runs `lakeshore worker`
 // (its program's base name is lakeshore and its first argument worker) and gives no
 // --offers itself: before a `--` that ends the worker's options, else at the end. Other
