@@ -36,7 +36,23 @@ const (
 	// absent for the default shape. `lakeshore worker` reads it when --offers is not given,
 	// and the supervisor also adds --offers to a `lakeshore worker` command.
 	EnvOffers = "LAKESHORE_OFFERS"
+	// EnvBinary is the lakeshore binary a worker's SDK runs to reach an embedded plane (the
+	// Python SDK starts the plane's daemon with it). Over the embedded plane, a supervisor
+	// whose own environment does not set it gives its launches its own executable
+	// (`lakeshore provider run`, `lakeshore serve --providers`).
+	EnvBinary = "LAKESHORE_BIN"
 )
+
+// UsePlaneURL makes env, a launch's environment, reach the plane at url (LAKESHORE_URL)
+// rather than the supervisor's embedded plane: what only reaches that plane on the
+// supervisor's machine (LAKESHORE_HOME, EnvBinary) is dropped. For a provider whose workers
+// run elsewhere and are given a plane URL of their own (an SSH host's or a Kubernetes
+// provider's plane_url).
+func UsePlaneURL(env map[string]string, url string) {
+	env["LAKESHORE_URL"] = url
+	delete(env, "LAKESHORE_HOME")
+	delete(env, EnvBinary)
+}
 
 // Launch is one worker a supervisor asks a provider to start.
 type Launch struct {

@@ -315,8 +315,7 @@ func (p *Provider) launchOn(ctx context.Context, h *host, l *provider.Launch) er
 		env[k] = v
 	}
 	if h.PlaneURL != "" {
-		env["LAKESHORE_URL"] = h.PlaneURL
-		delete(env, "LAKESHORE_HOME")
+		provider.UsePlaneURL(env, h.PlaneURL)
 	}
 	env[provider.EnvLaunchID], env[EnvHost] = l.ID, h.Address
 	var b strings.Builder
