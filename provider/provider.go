@@ -36,7 +36,23 @@ const (
 	// absent for the default shape. `lakeshore worker` reads it when --offers is not given,
 	// and the supervisor also adds --offers to a `lakeshore worker` command.
 	EnvOffers = "LAKESHORE_OFFERS"
+	// EnvBinary is the lakeshore binary a worker's SDK runs to reach an embedded plane (the
+	// Python SDK starts the plane's daemon with it). Over the embedded plane, a supervisor
+	// whose own environment does not set it gives its launches its own executable
+	// (`lakeshore provider run`, `lakeshore serve --providers`).
+	EnvBinary = "LAKESHORE_BIN"
 )
+
+// UsePlaneURL makes env, a launch's environment, reach the plane at url (LAKESHORE_URL)
+// rather than the supervisor's embedded plane: what only reaches that plane on the
+// supervisor's machine (LAKESHORE_HOME, EnvBinary) is dropped. For a provider whose workers
+// run elsewhere and are given a plane URL of their own (an SSH host's or a Kubernetes
+// provider's plane_url).
+func UsePlaneURL(env map[string]string, url string) {
+	env["LAKESHORE_URL"] = url
+	delete(env, "LAKESHORE_HOME")
+	delete(env, EnvBinary)
+}
 
 // Launch is one worker a supervisor asks a provider to start.
 type Launch struct {
@@ -122,6 +138,17 @@ type Checker interface {
 // Errors: what the provider lacks, e.g. "no host offers gpus=2".
 type ShapeChecker interface {
 	CanOffer(r *plane.Requirement) error
+}
+
+// LogLocator is a Provider that can say where a launch's output (the worker's standard
+// output and error) goes: a file on the supervisor's machine (an absolute path: the local
+// provider's, SLURM's on a shared file system) or elsewhere ("HOST:PATH" of an SSH host).
+// When a launch ends without being stopped, the supervisor's "worker failed failure=ended"
+// line names it, and quotes its last line when the file is on the supervisor's machine:
+// why a worker exited (unauthorized, a command not found, a Python traceback) is there.
+// "" when it does not know.
+type LogLocator interface {
+	LogPath(id string) string
 }
 
 // WithOffers returns command with `--offers OFFERS` added when it runs `lakeshore worker`

@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -571,7 +574,7 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		if s.cfg.DryRun {
 			continue // perhaps the acting supervisor stopped it: not ours to count
 		}
-		s.fail(tr.shape(shape), now, labels, shape, "ended", id)
+		s.fail(tr.shape(shape), now, labels, shape, "ended", id, s.launchLog(p, id, policy)...)
 	}
 
 	// One state per shape: the default shape, every shape with demand, every shape with
@@ -764,14 +767,72 @@ func aliveOrJustLaunched(alive map[string]LaunchStatus, id string, at, now time.
 	return now.Sub(at) < 2*tick
 }
 
-// fail counts a failed launch and backs the next launch of its shape off.
-func (s *Supervisor) fail(sh *shapeTrack, now time.Time, labels []string, shape, kind, id string) {
+// fail counts a failed launch and backs the next launch of its shape off; args are added to
+// its log line.
+func (s *Supervisor) fail(sh *shapeTrack, now time.Time, labels []string, shape, kind, id string, args ...any) {
 	sh.failures++
 	wait := min(backoffMax, time.Second<<min(sh.failures-1, 10))
 	sh.nextLaunch = now.Add(wait)
 	s.cfg.Metrics.failures.WithLabelValues(append(labels, kind)...).Inc()
-	s.cfg.Logger.Warn("provider supervisor: worker failed", "namespace", labels[0], "queue", labels[1], "provider", labels[2],
-		"shape", shapeName(shape), "launch", id, "failure", kind, "consecutive", sh.failures, "next_launch_in", wait)
+	s.cfg.Logger.Warn("provider supervisor: worker failed", append([]any{"namespace", labels[0], "queue", labels[1], "provider", labels[2],
+		"shape", shapeName(shape), "launch", id, "failure", kind, "consecutive", sh.failures, "next_launch_in", wait}, args...)...)
+}
+
+// launchLogTail is how much of a launch's log file launchLog reads for its last line, and
+// launchLogLineMax the most of that line it quotes (its end: an error's message ends a
+// traceback's last line).
+const (
+	launchLogTail    = 4096
+	launchLogLineMax = 512
+)
+
+// launchLog is what a "worker failed failure=ended" line adds so its cause can be found:
+// the launch's log file ("log", when p is a LogLocator) and, when that file is on this
+// machine (an absolute path), its last non-blank line ("log_last_line") with the launch's
+// secrets (secretEnv) as xxxxx. A file that cannot be read adds no line.
+func (s *Supervisor) launchLog(p Provider, id string, policy plane.LaunchPolicy) []any {
+	l, ok := p.(LogLocator)
+	if !ok {
+		return nil
+	}
+	path := l.LogPath(id)
+	if path == "" {
+		return nil
+	}
+	args := []any{"log", path}
+	if !filepath.IsAbs(path) {
+		return args
+	}
+	if last := lastLine(path); last != "" {
+		args = append(args, "log_last_line", plane.RedactValuesIn(last, s.secretEnv(policy)))
+	}
+	return args
+}
+
+// lastLine returns the last non-blank line of the file at path, from its last
+// launchLogTail bytes, at most launchLogLineMax bytes of its end; "" when there is none or
+// the file cannot be read.
+func lastLine(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		return ""
+	}
+	at := max(0, info.Size()-launchLogTail)
+	b := make([]byte, info.Size()-at)
+	if _, err := f.ReadAt(b, at); err != nil && !errors.Is(err, io.EOF) {
+		return ""
+	}
+	text := strings.TrimRight(string(b), " \t\r\n")
+	text = strings.TrimSpace(text[strings.LastIndexByte(text, '\n')+1:])
+	if len(text) > launchLogLineMax {
+		text = "…" + text[len(text)-launchLogLineMax:]
+	}
+	return strings.ToValidUTF8(text, "\uFFFD")
 }
 
 // stop asks the provider to stop a launch, in the background (it drains for up to

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,7 +76,9 @@ type rig struct {
 	t     *testing.T
 	drv   plane.Driver
 	local *localprovider.Provider
-	clock *clock
+	// localDir is the local provider's directory (launch records and logs).
+	localDir string
+	clock    *clock
 }
 
 func newRig(t *testing.T) *rig {
@@ -85,7 +88,8 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := localprovider.New(filepath.Join(dir, "local"))
+	localDir := filepath.Join(dir, "local")
+	local, err := localprovider.New(localDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +100,7 @@ func newRig(t *testing.T) *rig {
 		}
 		drv.Close()
 	})
-	return &rig{t: t, drv: drv, local: local, clock: &clock{now: time.Now()}}
+	return &rig{t: t, drv: drv, local: local, localDir: localDir, clock: &clock{now: time.Now()}}
 }
 
 // supervisor returns a supervisor on the rig's plane and clock, its metrics in reg and its
@@ -808,5 +812,53 @@ func TestSupervisorRenewsLeaseBetweenLaunches(t *testing.T) {
 	}
 	if n := slow.count(); n != 4 {
 		t.Fatalf("%d launches for a queue of at most 4 workers: launches %v", n, r.launches())
+	}
+}
+
+// TestSupervisorEndedNamesLog: a worker that exits on its own (unauthorized, a traceback)
+// is logged "worker failed failure=ended" with where its cause is: the launch's log file
+// and that file's last line, the launch's secrets (the policy's env, the supervisor's
+// LAKESHORE_TOKEN) shown as xxxxx. Before, the line named neither: the cause was only in a
+// file the line did not point at. (Fails on the old code.)
+func TestSupervisorEndedNamesLog(t *testing.T) {
+	r := newRig(t)
+	script := `echo starting; echo "PermissionError: unauthorized: token $LAKESHORE_TOKEN, key $HF_TOKEN" >&2; echo; exit 3`
+	r.setProvider("crash", plane.ProviderLocal, plane.LaunchPolicy{MaxWorkers: 1, Command: []string{"sh", "-c", script},
+		Env: map[string]string{"HF_TOKEN": "hf_policysecret1"}})
+	r.submit("crash", 1)
+	reg, logs := prometheus.NewRegistry(), &logBuffer{}
+	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) {
+		c.WorkerEnv = map[string]string{"LAKESHORE_TOKEN": "supervisortoken3"}
+	})
+	r.tick(s)
+	ids := r.launches()
+	launched := regexp.MustCompile(`msg="provider supervisor: launched".* launch=(\w+)`).FindStringSubmatch(logs.String())
+	if launched == nil {
+		t.Fatalf("no launch (live: %v):\n%s", ids, logs.String())
+	}
+	id := launched[1]
+	waitUntil(t, "the worker exits", func() bool { return !slices.Contains(r.launches(), id) })
+	r.clock.add(time.Second)
+	r.tick(s)
+	out := logs.String()
+	line := ""
+	for l := range strings.Lines(out) {
+		if strings.Contains(l, "failure=ended") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("no worker failed failure=ended line:\n%s", out)
+	}
+	for _, want := range []string{"launch=" + id, "log=" + filepath.Join(r.localDir, id+".log"),
+		`log_last_line="PermissionError: unauthorized: token xxxxx, key xxxxx"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the failure=ended line lacks %q:\n%s", want, line)
+		}
+	}
+	for _, secret := range []string{"policysecret1", "supervisortoken3"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log quotes %q:\n%s", secret, out)
+		}
 	}
 }

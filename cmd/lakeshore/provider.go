@@ -144,7 +144,9 @@ func supervisorTarget(target string, getenv func(string) string) (string, error)
 }
 
 // workerEnv is how a launched worker reaches the plane at target: its URL and, for a
-// server, the supervisor's $LAKESHORE_TOKEN; the embedded plane's directory otherwise.
+// server, the supervisor's $LAKESHORE_TOKEN; the embedded plane's directory otherwise, with
+// LAKESHORE_BIN = this executable when $LAKESHORE_BIN is not set (a Python worker starts the
+// plane's daemon with it; one the supervisor has, its workers inherit).
 func workerEnv(target string, getenv func(string) string, logger *slog.Logger) map[string]string {
 	lower := strings.ToLower(target)
 	switch {
@@ -164,7 +166,13 @@ func workerEnv(target string, getenv func(string) string, logger *slog.Logger) m
 		logger.Warn("provider supervisor: launched workers find the embedded plane through LAKESHORE_HOME, which names a directory holding "+
 			lakeshore.DefaultDBName+"; this plane's file has another name, so give the worker command its --target", "target", plane.RedactURL(target))
 	}
-	return map[string]string{lakeshore.EnvHome: filepath.Dir(path)}
+	env := map[string]string{lakeshore.EnvHome: filepath.Dir(path)}
+	if getenv(provider.EnvBinary) == "" {
+		if self, err := os.Executable(); err == nil {
+			env[provider.EnvBinary] = self
+		}
+	}
+	return env
 }
 
 // newSupervisor builds the supervisor with the providers this build has.

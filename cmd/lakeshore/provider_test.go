@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -578,5 +579,49 @@ func TestProviderSlurmScale(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "reason=idle") {
 		t.Errorf("no idle stop logged:\n%s", logs.String())
+	}
+}
+
+// TestProviderWorkersGetLakeshoreBin: over the embedded plane, `lakeshore provider run`
+// without LAKESHORE_BIN in its environment gives its launches LAKESHORE_BIN = its own
+// executable: a Python worker needs the binary to start the plane's daemon, and found none
+// unless the user had exported it. A LAKESHORE_BIN the supervisor has is the worker's
+// (inherited), not replaced. Before, the worker saw none. (Fails on the old code.)
+func TestProviderWorkersGetLakeshoreBin(t *testing.T) {
+	self, err := filepath.EvalSymlinks(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, parent, want string }{
+		{"unset", "", self},
+		{"set", "/opt/lakeshore-of-the-user", "/opt/lakeshore-of-the-user"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newProviderPlane(t)
+			out := filepath.Join(t.TempDir(), "bin")
+			p.setProvider("bin", plane.LaunchPolicy{MaxWorkers: 1, RegisterTimeout: time.Minute,
+				Command: []string{"sh", "-c", `printf '%s|' "$LAKESHORE_BIN" > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 60`, out}})
+			p.submit("bin", 1)
+			env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "LAKESHORE_BIN=") })
+			env = append(env, lakeshore.EnvHome+"="+p.home, lakeshore.EnvURL+"=")
+			if tc.parent != "" {
+				env = append(env, "LAKESHORE_BIN="+tc.parent)
+			}
+			var logs syncBuffer
+			cmd := exec.Command(binary, "provider", "run", "--tick", "100ms")
+			cmd.Env, cmd.Stdout, cmd.Stderr = env, &logs, &logs
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			var got []byte
+			waitFor(t, 30*time.Second, "the worker wrote its LAKESHORE_BIN", func() bool {
+				got, err = os.ReadFile(out)
+				return err == nil
+			})
+			if string(got) != tc.want+"|" {
+				t.Errorf("the launched worker's LAKESHORE_BIN = %q; want %q\n%s", strings.TrimSuffix(string(got), "|"), tc.want, logs.String())
+			}
+		})
 	}
 }

@@ -7,6 +7,14 @@ directory, starts a worker in a fresh temporary directory that never saw the cod
 prints the results: the worker fetched the code by its digest, ran the mode's setup once,
 the on_host_setup hook before its first body, and the function. Without LAKESHORE_URL it
 uses the embedded plane ($LAKESHORE_HOME, through the local daemon).
+
+A supervisor can launch the workers instead (docs/providers.md): mode "cpu" asks for what
+the local provider offers, and a worker it launches for the runs' shape offers it
+($LAKESHORE_OFFERS):
+
+    lakeshore queue set fabric-sentiment --provider local --max-workers 1 \
+        --worker-command 'python3 -c "import lakeshore; lakeshore.run_worker(queues=[\"fabric-sentiment\"])"'
+    lakeshore provider run    # or: lakeshore serve --providers
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from sentiment.model import score  # noqa: E402
 # shape themselves (docs/providers.md).
 WORKER = (
     "import lakeshore; lakeshore.run_worker(queues=['fabric-sentiment'], "
-    "offers={'cpus_milli': 1000, 'memory_bytes': 256 << 20, 'labels': {'purpose': 'demo'}})"
+    "offers={'cpus_milli': 1000, 'memory_bytes': 256 << 20})"
 )
 
 

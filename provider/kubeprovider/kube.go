@@ -314,8 +314,7 @@ func (p *Provider) manifest(l *provider.Launch) (*corev1.Pod, map[string]string,
 		env = map[string]string{}
 	}
 	if p.cfg.PlaneURL != "" {
-		env["LAKESHORE_URL"] = p.cfg.PlaneURL
-		delete(env, "LAKESHORE_HOME")
+		provider.UsePlaneURL(env, p.cfg.PlaneURL)
 	}
 	env[provider.EnvLaunchID] = l.ID
 	var (

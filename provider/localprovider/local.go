@@ -265,6 +265,12 @@ type record struct {
 	GPUs      []string `json:"gpus,omitempty"`  // the devices in its CUDA_VISIBLE_DEVICES
 }
 
+var _ provider.LogLocator = (*Provider)(nil)
+
+// LogPath implements provider.LogLocator: DIR/ID.log, which receives launch id's standard
+// output and error.
+func (p *Provider) LogPath(id string) string { return filepath.Join(p.dir, id+".log") }
+
 // Launch implements provider.Provider: it starts l.Command with l.Env added to this
 // process's environment. Errors: the program is not found or cannot start.
 func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
@@ -283,7 +289,7 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 			return fmt.Errorf("local provider: worker command %q not found on this machine (PATH=%s): %w", l.Command[0], os.Getenv("PATH"), errors.Unwrap(err))
 		}
 	}
-	logf, err := os.OpenFile(filepath.Join(p.dir, l.ID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(p.LogPath(l.ID), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("local provider: %w", err)
 	}

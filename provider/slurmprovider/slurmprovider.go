@@ -281,7 +281,10 @@ func (p *Provider) Name() string { return plane.ProviderSlurm }
 // JobName returns the SLURM job name of launch id.
 func (p *Provider) JobName(id string) string { return p.cfg.JobNamePrefix + id }
 
-// LogPath returns the file receiving launch id's output.
+var _ provider.LogLocator = (*Provider)(nil)
+
+// LogPath returns the file receiving launch id's output (provider.LogLocator: the
+// supervisor quotes its last line when a launch ends unasked).
 func (p *Provider) LogPath(id string) string {
 	return filepath.Join(p.cfg.LogDir, p.JobName(id)+".log")
 }

@@ -315,8 +315,7 @@ func (p *Provider) launchOn(ctx context.Context, h *host, l *provider.Launch) er
 		env[k] = v
 	}
 	if h.PlaneURL != "" {
-		env["LAKESHORE_URL"] = h.PlaneURL
-		delete(env, "LAKESHORE_HOME")
+		provider.UsePlaneURL(env, h.PlaneURL)
 	}
 	env[provider.EnvLaunchID], env[EnvHost] = l.ID, h.Address
 	var b strings.Builder
@@ -610,8 +609,11 @@ func (p *Provider) Close() error {
 	return nil
 }
 
+var _ provider.LogLocator = (*Provider)(nil)
+
 // LogPath is where launch id writes its output on its host (relative to the remote home
-// unless the host's Dir is absolute); "" when no host is known to run it.
+// unless the host's Dir is absolute), as ADDRESS:PATH (provider.LogLocator); "" when no
+// host is known to run it.
 func (p *Provider) LogPath(id string) string {
 	p.mu.Lock()
 	h := p.hostOf[id]
