@@ -45,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unlaunchable: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lakeshore_provider_shape_unlaunchable",
 			Help: "1 while no launch of the provider can offer the shape (its jobs wait for a worker started otherwise; the log says why), else 0."}, append(q, "shape")),
 		tick: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lakeshore_provider_tick_seconds",
-			Help: "Time of one supervisor tick over every queue.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9)}),
+			Help: "Time of one supervisor tick over every queue, until the providers' work it started ended.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9)}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.launches, m.stops, m.failures, m.decisions, m.errors, m.want, m.live, m.shapeWant, m.shapeLive, m.unlaunchable, m.tick)

@@ -97,22 +97,38 @@ type SupervisorConfig struct {
 // and stopped through the provider, one supervisor per queue at a time (a lease in the
 // plane; a dry run takes none and acts on nothing). Workers it launched keep running when it
 // stops; a supervisor started later adopts them (Provider.List). A worker it stops drains
-// and counts as live until it ends; a stop that fails is tried again. Create it with
+// and counts as live until it ends; a stop that fails is tried again. Each provider's work
+// (its List, then its queues' launches and stops) runs apart from the others', so one
+// provider's slow or hanging calls never delay another's queues. Create it with
 // NewSupervisor; safe for one Run (or Tick) at a time.
 type Supervisor struct {
-	cfg     SupervisorConfig
-	ids     *plane.IDGenerator
+	cfg SupervisorConfig
+	ids *plane.IDGenerator
+
+	// state guards what the providers' work, running concurrently, shares: the maps below.
+	// A queue's track itself is touched by one provider's work at a time (busyQueues).
+	state   sync.Mutex
 	queues  map[queueKey]*queueTrack
 	checked map[string]bool // providers whose Check ran
 	failing map[string]bool // providers whose last List failed
 	// repeating holds the failures that recur at every tick, by what failed (a tick, or a
-	// provider's resolve, check or list), so that each is logged once per change of error
-	// and then once per FailureRepeatLog, not at every tick.
-	repeating map[string]*repeatedFailure
+	// provider's resolve, check, list or work), so that each is logged once per change of
+	// error and then once per FailureRepeatLog, not at every tick.
+	repeating  map[string]*repeatedFailure
+	busy       map[string]bool   // providers whose work is in flight
+	busyQueues map[queueKey]bool // queues some provider's work in flight acts for
+	results    []workResult      // ended provider work, for Run (or Tick) to report
+	work       sync.WaitGroup    // provider work in flight
 
 	stops      sync.WaitGroup // Stop calls in flight
 	mu         sync.Mutex
 	stopFailed map[queueKey]map[string]bool // launches whose Stop failed, to be stopped again
+}
+
+// workResult is how one provider's work of a tick ended: nil, or the plane's error.
+type workResult struct {
+	provider string
+	err      error
 }
 
 type queueKey struct{ namespace, queue string }
@@ -177,21 +193,28 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 		cfg.Holder = ids.New(cfg.Now())
 	}
 	return &Supervisor{cfg: cfg, ids: ids, queues: make(map[queueKey]*queueTrack), checked: map[string]bool{},
-		failing: map[string]bool{}, repeating: map[string]*repeatedFailure{}, stopFailed: map[queueKey]map[string]bool{}}, nil
+		failing: map[string]bool{}, repeating: map[string]*repeatedFailure{}, busy: map[string]bool{}, busyQueues: map[queueKey]bool{},
+		stopFailed: map[queueKey]map[string]bool{}}, nil
 }
 
 // Holder returns the id this supervisor holds its leases under.
 func (s *Supervisor) Holder() string { return s.cfg.Holder }
 
-// Run ticks until ctx ends, then releases its leases (another supervisor takes over at
-// once) and waits for the stops in flight. Workers keep running. It returns nil when ctx
-// ended, or the plane's error when the plane closed.
+// Run ticks until ctx ends, then waits for the providers' work in flight (cut off by ctx),
+// releases its leases (another supervisor takes over at once) and waits for the stops in
+// flight. Workers keep running. It returns nil when ctx ended, or the plane's error when
+// the plane closed. A tick does not wait for the providers' work it starts: a provider whose
+// work of an earlier tick still runs (a List or a launch that hangs until the call timeout)
+// is skipped until it ends, while the others go on at every tick.
 func (s *Supervisor) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
 	t := time.NewTicker(s.cfg.Tick)
 	defer t.Stop()
 	defer s.release()
+	defer s.work.Wait()
+	defer cancel()
 	for {
-		if err := s.Tick(ctx); err != nil {
+		if _, err := s.tick(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -202,6 +225,19 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		} else {
 			s.recovered("tick")
 		}
+		for _, r := range s.takeResults() {
+			what := "work\x00" + r.provider
+			switch {
+			case r.err == nil:
+				s.recovered(what)
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(r.err, plane.ErrClosed):
+				return r.err
+			default:
+				s.warnRepeated(what, "provider supervisor: tick failed", r.err, "provider", r.provider)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -210,14 +246,30 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 }
 
-// release gives up every held lease and waits for the stops in flight.
+// takeResults returns (and forgets) how the providers' work ended since the last call.
+func (s *Supervisor) takeResults() []workResult {
+	s.state.Lock()
+	defer s.state.Unlock()
+	out := s.results
+	s.results = nil
+	return out
+}
+
+// release gives up every held lease and waits for the stops in flight. The providers' work
+// has ended.
 func (s *Supervisor) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
 	defer cancel()
+	s.state.Lock()
+	var held []queueKey
 	for k, tr := range s.queues {
 		if tr.held {
-			_ = s.cfg.Driver.LeaseRelease(ctx, k.namespace, leaseName(k.queue), s.cfg.Holder)
+			held = append(held, k)
 		}
+	}
+	s.state.Unlock()
+	for _, k := range held {
+		_ = s.cfg.Driver.LeaseRelease(ctx, k.namespace, leaseName(k.queue), s.cfg.Holder)
 	}
 	s.stops.Wait()
 }
@@ -225,24 +277,44 @@ func (s *Supervisor) release() {
 func leaseName(queue string) string { return "provider/" + queue }
 
 // Tick looks at every queue with a provider once and acts on the ones whose lease it holds
-// or takes (a dry run takes none and only logs). The first time it uses a provider that is
-// a Checker it checks it, and logs an error line when the provider cannot work. Provider
-// failures are logged and counted, never returned: one bad provider does not stop the
-// others. It returns the plane's errors.
+// or takes (a dry run takes none and only logs), and returns once every provider's work it
+// started has ended. Each provider's work runs concurrently with the others'. The first
+// time it uses a provider that is a Checker it checks it, and logs an error line when the
+// provider cannot work. Provider failures are logged and counted, never returned: one bad
+// provider does not stop the others. It returns the plane's errors.
 func (s *Supervisor) Tick(ctx context.Context) error {
+	started, err := s.tick(ctx)
+	started.Wait()
+	errs := []error{err}
+	for _, r := range s.takeResults() {
+		errs = append(errs, r.err)
+	}
+	return errors.Join(errs...)
+}
+
+// tick reads the plane's queues with a provider, their demand and their workers once, and
+// starts the work of every provider whose work of an earlier tick has ended (providerWork);
+// it does not wait for it, but returns the group of the work it started. A queue another
+// provider's work still acts for (its provider changed meanwhile) is left to the next tick.
+// It returns the plane's errors reading the queues; how each work ended is in s.results.
+func (s *Supervisor) tick(ctx context.Context) (*sync.WaitGroup, error) {
 	start := time.Now() // the real clock: the metric is the tick's cost
-	defer func() { s.cfg.Metrics.tick.Observe(time.Since(start).Seconds()) }()
+	started := &sync.WaitGroup{}
+	observe := func() { s.cfg.Metrics.tick.Observe(time.Since(start).Seconds()) }
 	refs, err := s.cfg.Driver.QueueProviderList(ctx, s.cfg.Namespace)
 	if err != nil {
-		return fmt.Errorf("list queues with providers: %w", err)
+		observe()
+		return started, fmt.Errorf("list queues with providers: %w", err)
 	}
 	if len(refs) == 0 {
 		s.forgetAllBut(nil)
-		return nil
+		observe()
+		return started, nil
 	}
 	list, err := s.cfg.Driver.DemandList(ctx, s.cfg.Namespace)
 	if err != nil {
-		return fmt.Errorf("demand per shape: %w", err)
+		observe()
+		return started, fmt.Errorf("demand per shape: %w", err)
 	}
 	demand := make(map[queueKey][]plane.ShapeDemand)
 	for _, d := range list {
@@ -251,18 +323,41 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 	}
 	workers, err := s.cfg.Driver.WorkerList(ctx, &plane.WorkerListParams{Namespace: s.cfg.Namespace})
 	if err != nil {
-		return fmt.Errorf("list workers: %w", err)
+		observe()
+		return started, fmt.Errorf("list workers: %w", err)
+	}
+	// Index workers by queue once, so a tick is linear in queues + workers.
+	workersOf := make(map[queueKey][]plane.WorkerInfo)
+	for _, w := range workers {
+		if w.LaunchID == "" {
+			continue // started by hand
+		}
+		for _, q := range w.Queues {
+			k := queueKey{w.Namespace, q}
+			workersOf[k] = append(workersOf[k], w)
+		}
 	}
 
-	// One List per provider per tick: which launches still run.
-	providers := make(map[string]Provider)
-	alive := make(map[string]map[string]LaunchStatus) // provider → launch id → status
+	// The queues of each provider, in the order the plane gave them.
+	var names []string
+	refsOf := make(map[string][]plane.QueueProvider)
+	keep := make(map[queueKey]bool, len(refs))
 	for _, r := range refs {
+		keep[queueKey{r.Namespace, r.Queue}] = true
 		name := r.Provider.Name
-		if _, done := alive[name]; done {
-			continue
+		if _, seen := refsOf[name]; !seen {
+			names = append(names, name)
 		}
-		alive[name] = nil
+		refsOf[name] = append(refsOf[name], r)
+	}
+	n := 0 // the providers' work started
+	for _, name := range names {
+		s.state.Lock()
+		busy := s.busy[name]
+		s.state.Unlock()
+		if busy {
+			continue // its work of an earlier tick still runs; the others go on
+		}
 		p, err := s.cfg.Resolve(name)
 		if err != nil {
 			s.cfg.Metrics.errors.WithLabelValues(name, "resolve").Inc()
@@ -275,68 +370,90 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 			continue
 		}
 		s.recovered("resolve\x00" + name)
-		if !s.check(ctx, name, p) {
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-		list, err := p.List(cctx)
-		cancel()
-		if err != nil {
-			s.failing[name] = true
-			s.cfg.Metrics.errors.WithLabelValues(name, "list").Inc()
-			s.warnRepeated("list\x00"+name, "provider supervisor: list launches failed; skipping its queues this tick", err, "provider", name)
-			continue
-		}
-		s.recovered("list\x00" + name)
-		if s.failing[name] {
-			delete(s.failing, name)
-			s.cfg.Logger.Info("provider supervisor: the provider answers again", "provider", name)
-		}
-		m := make(map[string]LaunchStatus, len(list))
-		for _, l := range list {
-			if l.State != LaunchExited {
-				m[l.ID] = l
+		var mine []plane.QueueProvider
+		s.state.Lock()
+		for _, r := range refsOf[name] {
+			k := queueKey{r.Namespace, r.Queue}
+			if !s.busyQueues[k] {
+				s.busyQueues[k] = true
+				mine = append(mine, r)
 			}
 		}
-		providers[name], alive[name] = p, m
+		s.busy[name] = len(mine) > 0
+		s.state.Unlock()
+		if len(mine) == 0 {
+			continue // its queues are the work of the provider they had before, still running
+		}
+		n++
+		started.Add(1)
+		s.work.Go(func() {
+			defer started.Done()
+			err := s.providerWork(ctx, name, p, mine, demand, workersOf)
+			s.state.Lock()
+			delete(s.busy, name)
+			for _, r := range mine {
+				delete(s.busyQueues, queueKey{r.Namespace, r.Queue})
+			}
+			s.results = append(s.results, workResult{provider: name, err: err})
+			s.state.Unlock()
+		})
 	}
+	s.forgetAllBut(keep)
+	if n == 0 {
+		observe()
+	} else {
+		go func() { // the tick's cost: until the work it started ended
+			started.Wait()
+			observe()
+		}()
+	}
+	return started, nil
+}
 
-	// Index launches and workers by queue once, so a tick is linear in queues + workers.
-	launchesOf := make(map[string]map[queueKey][]LaunchStatus, len(alive)) // provider → queue → launches
-	for name, m := range alive {
-		byQueue := make(map[queueKey][]LaunchStatus)
-		for _, l := range m {
+// providerWork is one tick of provider p (named name) for its queues refs: one List (which
+// launches still run), then each queue in turn. Its queues' tracks are its own while it
+// runs (busyQueues), and one provider's work runs at a time (busy), so a List always starts
+// after the launches of the provider's previous work. It returns the plane's errors.
+func (s *Supervisor) providerWork(ctx context.Context, name string, p Provider, refs []plane.QueueProvider,
+	demand map[queueKey][]plane.ShapeDemand, workersOf map[queueKey][]plane.WorkerInfo) error {
+	if !s.check(ctx, name, p) {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	list, err := p.List(cctx)
+	cancel()
+	if err != nil {
+		s.state.Lock()
+		s.failing[name] = true
+		s.state.Unlock()
+		s.cfg.Metrics.errors.WithLabelValues(name, "list").Inc()
+		s.warnRepeated("list\x00"+name, "provider supervisor: list launches failed; skipping its queues this tick", err, "provider", name)
+		return nil
+	}
+	s.recovered("list\x00" + name)
+	s.state.Lock()
+	wasFailing := s.failing[name]
+	delete(s.failing, name)
+	s.state.Unlock()
+	if wasFailing {
+		s.cfg.Logger.Info("provider supervisor: the provider answers again", "provider", name)
+	}
+	alive := make(map[string]LaunchStatus, len(list)) // launch id → status
+	launchesOf := make(map[queueKey][]LaunchStatus)
+	for _, l := range list {
+		if l.State != LaunchExited {
+			alive[l.ID] = l
 			k := queueKey{l.Namespace, l.Queue}
-			byQueue[k] = append(byQueue[k], l)
-		}
-		launchesOf[name] = byQueue
-	}
-	workersOf := make(map[queueKey][]plane.WorkerInfo)
-	for _, w := range workers {
-		if w.LaunchID == "" {
-			continue // started by hand
-		}
-		for _, q := range w.Queues {
-			k := queueKey{w.Namespace, q}
-			workersOf[k] = append(workersOf[k], w)
+			launchesOf[k] = append(launchesOf[k], l)
 		}
 	}
-
-	keep := make(map[queueKey]bool, len(refs))
 	for _, r := range refs {
 		k := queueKey{r.Namespace, r.Queue}
-		keep[k] = true
-		p := providers[r.Provider.Name]
-		if p == nil {
-			continue
-		}
-		v := queueView{ref: r.Provider, alive: alive[r.Provider.Name], launches: launchesOf[r.Provider.Name][k],
-			demand: demand[k], workers: workersOf[k]}
+		v := queueView{ref: r.Provider, alive: alive, launches: launchesOf[k], demand: demand[k], workers: workersOf[k]}
 		if err := s.queue(ctx, k, p, &v); err != nil {
 			return err
 		}
 	}
-	s.forgetAllBut(keep)
 	return nil
 }
 
@@ -344,10 +461,13 @@ func (s *Supervisor) Tick(ctx context.Context) error {
 // with p this tick: false when the check failed (its error is logged; List, the next
 // tick, is the next try).
 func (s *Supervisor) check(ctx context.Context, name string, p Provider) bool {
-	if s.checked[name] {
+	s.state.Lock()
+	checked := s.checked[name]
+	s.checked[name] = true
+	s.state.Unlock()
+	if checked {
 		return true
 	}
-	s.checked[name] = true
 	c, ok := p.(Checker)
 	if !ok {
 		return true
@@ -358,11 +478,14 @@ func (s *Supervisor) check(ctx context.Context, name string, p Provider) bool {
 	if err == nil {
 		return true
 	}
+	s.state.Lock()
 	if ctx.Err() != nil {
 		s.checked[name] = false
+		s.state.Unlock()
 		return false
 	}
 	s.failing[name] = true
+	s.state.Unlock()
 	s.cfg.Metrics.errors.WithLabelValues(name, "check").Inc()
 	s.cfg.Logger.Error("provider supervisor: the provider cannot work; its queues keep the workers they have, and it is tried again every tick",
 		"provider", name, "error", err)
@@ -383,28 +506,41 @@ type repeatedFailure struct {
 // the log with the same line.
 func (s *Supervisor) warnRepeated(what, msg string, err error, args ...any) {
 	now, text := s.cfg.Now(), err.Error()
+	s.state.Lock()
 	f := s.repeating[what]
 	if f != nil && f.message == text {
 		f.repeats++
 		if now.Sub(f.logged) < FailureRepeatLog {
+			s.state.Unlock()
 			return
 		}
 		args = append(args, "repeated", f.repeats, "over", now.Sub(f.logged).Round(time.Second))
 	}
 	s.repeating[what] = &repeatedFailure{message: text, logged: now}
+	s.state.Unlock()
 	s.cfg.Logger.Warn(msg, append(args, "error", text)...)
 }
 
 // recovered forgets the failure of what: the next one is logged at once.
-func (s *Supervisor) recovered(what string) { delete(s.repeating, what) }
+func (s *Supervisor) recovered(what string) {
+	s.state.Lock()
+	defer s.state.Unlock()
+	delete(s.repeating, what)
+}
 
-// forgetAllBut drops the tracks of queues that lost their provider, releasing their leases.
+// forgetAllBut drops the tracks of queues that lost their provider, releasing their leases;
+// not those a provider's work in flight acts for (the next tick does, once it ended).
 func (s *Supervisor) forgetAllBut(keep map[queueKey]bool) {
+	s.state.Lock()
+	forget := map[queueKey]bool{} // → its lease is held
 	for k, tr := range s.queues {
-		if keep[k] {
-			continue
+		if !keep[k] && !s.busyQueues[k] {
+			forget[k] = tr.held
 		}
-		if tr.held {
+	}
+	s.state.Unlock()
+	for k, held := range forget {
+		if held {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
 			_ = s.cfg.Driver.LeaseRelease(ctx, k.namespace, leaseName(k.queue), s.cfg.Holder)
 			cancel()
@@ -415,7 +551,9 @@ func (s *Supervisor) forgetAllBut(keep map[queueKey]bool) {
 
 // drop forgets queue k: its track, its gauges and its failed stops.
 func (s *Supervisor) drop(k queueKey) {
+	s.state.Lock()
 	delete(s.queues, k)
+	s.state.Unlock()
 	s.cfg.Metrics.forget(k)
 	s.mu.Lock()
 	delete(s.stopFailed, k)
@@ -469,12 +607,14 @@ type queueView struct {
 func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queueView) error {
 	ref, alive := v.ref, v.alive
 	now := s.cfg.Now()
+	s.state.Lock()
 	tr := s.queues[k]
 	if tr == nil {
 		tr = &queueTrack{pending: map[string]time.Time{}, seen: map[string]bool{}, stopping: map[string]bool{},
 			shapeOf: map[string]string{}, shapes: map[string]*shapeTrack{}}
 		s.queues[k] = tr
 	}
+	s.state.Unlock()
 	switch {
 	case s.cfg.DryRun:
 		// A dry run takes no lease: it must never keep a real supervisor from a queue.

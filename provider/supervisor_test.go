@@ -862,3 +862,68 @@ func TestSupervisorEndedNamesLog(t *testing.T) {
 		}
 	}
 }
+
+// TestSupervisorSlowProviderDelaysNoOther: one provider whose list hangs (an exec program
+// that sleeps past the call timeout) does not delay another provider's queues: a job
+// submitted to a local queue while the hanging list runs gets its worker within a few
+// ticks, and the hanging provider is not listed again while its list runs. Before, a tick
+// listed every provider and then acted for every queue, one after another: the local queue
+// waited for the hanging call's full timeout (here 20 s, by default 30 s, twice the lease).
+func TestSupervisorSlowProviderDelaysNoOther(t *testing.T) {
+	r := newRig(t)
+	dir := t.TempDir()
+	listed := filepath.Join(dir, "listed")
+	script := fmt.Sprintf("#!/bin/sh\ncat >/dev/null\ncase \"$1\" in list) echo list >>%s; sleep 30;; esac\n", strconv.Quote(listed))
+	program := filepath.Join(dir, "hanging.sh")
+	if err := os.WriteFile(program, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hanging := "exec:" + program
+	lists := func() int {
+		b, _ := os.ReadFile(listed)
+		return strings.Count(string(b), "list\n")
+	}
+	r.setProvider("slow", hanging, plane.LaunchPolicy{Command: []string{"w"}})
+	r.setProvider("q", plane.ProviderLocal, plane.LaunchPolicy{MaxWorkers: 1, JobsPerWorker: 1, Command: []string{"sleep", "30"}})
+	s := r.supervisor(nil, &logBuffer{}, func(c *provider.SupervisorConfig) {
+		c.Now = time.Now // Run ticks on the real clock, and the plane's leases run on it
+		c.CallTimeout = 20 * time.Second
+		resolve := c.Resolve
+		c.Resolve = func(name string) (provider.Provider, error) {
+			if name == hanging {
+				return execprovider.New(name, time.Minute) // the supervisor's call timeout cuts it off
+			}
+			return resolve(name)
+		}
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	waitUntil(t, "the hanging provider's list runs", func() bool { return lists() > 0 })
+	r.submit("q", 1)
+	submitted := time.Now()
+	for len(r.launches()) == 0 {
+		if time.Since(submitted) > 10*time.Second {
+			t.Fatalf("no worker launched for the local queue within 10 s of the submit (ticks of 50 ms) while another provider's list hangs")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("the local queue's worker was launched %v after the submit", time.Since(submitted).Round(time.Millisecond))
+	time.Sleep(300 * time.Millisecond) // several more ticks
+	if n := len(r.launches()); n != 1 {
+		t.Errorf("%d launches for a queue of at most 1 worker", n)
+	}
+	if n := lists(); n != 1 {
+		t.Errorf("the hanging provider was listed %d times; once, its list still running", n)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return within 15 s of its context's end: the hanging list was not cut off")
+	}
+}
