@@ -30,13 +30,24 @@ def new_ulid() -> str:
     characters. Ids made in the same millisecond by one process increase monotonically."""
     global _last_ms, _last_rand
     ms = time.time_ns() // 1_000_000
-    with _lock:
-        if ms <= _last_ms and _last_rand < (1 << 80) - 1:
-            ms = _last_ms
-            rand = _last_rand + 1
-        else:
-            rand = int.from_bytes(os.urandom(10), "big")
-        _last_ms, _last_rand = ms, rand
+    drawn = None  # fresh random bits, drawn outside the lock
+    while True:
+        with _lock:
+            if ms <= _last_ms and _last_rand < (1 << 80) - 1:
+                ms = _last_ms
+                rand = _last_rand + 1
+            elif drawn is not None:
+                rand = drawn
+            else:
+                rand = -1
+            if rand >= 0:
+                _last_ms, _last_rand = ms, rand
+                break
+        # A new millisecond: os.urandom lets go of the GIL for its system call, so it is
+        # made without the lock held (with it held, the threads submitting at once queued
+        # on the lock, each then woken by the OS); another thread may have moved on
+        # meanwhile, then the bits are unused and the id follows that thread's.
+        drawn = int.from_bytes(os.urandom(10), "big")
     n = (ms << 80) | rand
     p = _PAIRS
     return (
