@@ -142,10 +142,11 @@ func (t *wtx) heldIDs(invs []plane.SubmitParams) (map[string]bool, error) {
 			}
 			held[id] = true
 		}
-		if err := rows.Err(); err != nil {
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
 			return nil, fmt.Errorf("submit: look up ids: %w", err)
 		}
-		rows.Close()
 	}
 	return held, nil
 }
