@@ -286,6 +286,32 @@ func testSubmit(t *testing.T, s *suite) {
 		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 1})
 	})
 
+	t.Run("ClientIDsHeldInABatchOfMany", func(t *testing.T) {
+		// A batch of many caller's ids (SQLite looks them up together, eight a statement):
+		// the ones held answer as retries, wherever they fall in the batch, the others are
+		// new; one held by another queue refuses the whole batch.
+		t.Parallel()
+		b := s.setup(t, config{})
+		gen := plane.NewIDGenerator()
+		held, elsewhere := gen.New(b.now()), gen.New(b.now())
+		b.submit(t, plane.SubmitParams{ID: held, Payload: []byte("held")})
+		b.submitTo(t, b.ns, "mine-too", plane.SubmitParams{ID: elsewhere})
+		batch := make([]plane.SubmitParams, 11)
+		want := make([]plane.SubmitResult, len(batch))
+		for i := range batch {
+			batch[i] = plane.SubmitParams{ID: gen.New(b.now()), Payload: []byte("new")}
+			want[i] = plane.SubmitResult{ID: batch[i].ID}
+		}
+		batch[9].ID, want[9] = held, plane.SubmitResult{ID: held, Existing: true}
+		require.Equal(t, want, b.submit(t, batch...))
+		require.Equal(t, []byte("held"), b.get(t, held).Payload)
+		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 11})
+		refused := []plane.SubmitParams{{ID: gen.New(b.now())}, {ID: held}, {ID: elsewhere}}
+		_, err := b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q, Invocations: refused})
+		requireInvalid(t, err, "id")
+		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 11})
+	})
+
 	t.Run("ClientIDOfAnotherQueueRevealsNothing", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})

@@ -97,6 +97,27 @@ func BenchmarkSubmitMany(b *testing.B) {
 	}
 }
 
+// BenchmarkSubmitEight: SubmitMany of 8 invocations with the caller's ids, one call after
+// another (the Python SDK's combined request from eight threads, issue 30 item 6); b.N
+// counts invocations, each call its own transaction and sync.
+func BenchmarkSubmitEight(b *testing.B) {
+	d := benchDriver(b)
+	ctx := context.Background()
+	ids := plane.NewIDGenerator()
+	batch := make([]plane.SubmitParams, 8)
+	b.ResetTimer()
+	for n := 0; n < b.N; n += len(batch) {
+		part := batch[:min(len(batch), b.N-n)]
+		for i := range part {
+			part[i] = plane.SubmitParams{ID: ids.New(time.Now()), Payload: []byte{0x81, 0xa1, 0x69, 0x01}}
+		}
+		if _, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "bench", Invocations: part}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
+}
+
 // BenchmarkLifecycle: the full lifecycle of no-op jobs from 64 goroutines — 32 producers
 // each submit a job and wait for its result, 32 workers claim up to 16 jobs at a time
 // (waiting when the queue is empty) and ack them in one settle call, as RunWorker does.

@@ -14,6 +14,7 @@ type statements struct {
 	prepared sqlitedb.Prepared
 
 	rowByID                                  *sql.Stmt
+	idsHeld                                  *sql.Stmt
 	claimFIFO, claimFILO, claimPriority      *sql.Stmt
 	claimLevel, levels, promote, earliestDue *sql.Stmt
 	delayedDeadlinesPassed                   *sql.Stmt
@@ -51,6 +52,9 @@ type statements struct {
 // statements (each statement opens and closes cursors on the table and its indexes, and
 // crosses database/sql once).
 var insertChunks = [...]int{64, 8, 1}
+
+// idsHeldWidth is how many caller's ids one look-up of the ids held reads (wtx.heldIDs).
+const idsHeldWidth = 8
 
 // insertColumns are the columns a submit writes. The namespace, queue and creation time
 // are the batch's (?1, ?2, ?3, bound once per statement); each row binds insertWidth more,
@@ -174,6 +178,7 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn, kit *planekit.
 		{&s.insertRows[1], insertSQL(insertChunks[1])},
 		{&s.insertRows[2], insertSQL(insertChunks[2])},
 		{&s.rowByID, `SELECT seq, ` + planekit.HeadColumns + ` FROM invocations WHERE id = ?`},
+		{&s.idsHeld, `SELECT id FROM invocations WHERE id IN (` + valuesList(idsHeldWidth, "?") + `)`},
 		{&s.claimFIFO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id LIMIT +?4`},
 		{&s.claimFILO, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY id DESC LIMIT +?4`},
 		{&s.claimPriority, `SELECT ` + rowColumns + ` ` + claimWhere + ` ORDER BY priority DESC, id LIMIT +?4`},

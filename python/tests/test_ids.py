@@ -38,3 +38,33 @@ def test_the_encoder_matches_the_reference(monkeypatch: pytest.MonkeyPatch) -> N
         monkeypatch.setattr(_ids.time, "time_ns", lambda: ms * 1_000_000)
         monkeypatch.setattr(_ids.os, "urandom", lambda k: rand.to_bytes(k, "big"))
         assert _ids.new_ulid() == _reference(n)
+
+
+def test_random_bits_are_drawn_without_the_lock_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    # os.urandom lets go of the GIL: with the lock held, threads making ids at once queued
+    # on it (fails on the old new_ulid, which drew them inside the lock).
+    monkeypatch.setattr(_ids, "_last_ms", -1)
+
+    def urandom(k: int) -> bytes:
+        assert not _ids._lock.locked(), "os.urandom called with the ids' lock held"
+        return bytes(k)
+
+    monkeypatch.setattr(_ids.os, "urandom", urandom)
+    assert _ids.is_ulid(_ids.new_ulid())
+
+
+def test_an_id_made_while_drawing_is_followed_monotonically(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another thread makes an id of the same millisecond while this one draws its bits:
+    # this one's id follows it (+ 1), the bits drawn are unused.
+    ms = 1469918176385
+    monkeypatch.setattr(_ids, "_last_ms", -1)
+    monkeypatch.setattr(_ids.time, "time_ns", lambda: ms * 1_000_000)
+
+    def urandom(k: int) -> bytes:
+        monkeypatch.setattr(_ids, "_last_ms", ms)
+        monkeypatch.setattr(_ids, "_last_rand", 41)
+        return bytes([0xFF] * k)
+
+    monkeypatch.setattr(_ids.os, "urandom", urandom)
+    assert _ids.new_ulid() == _reference((ms << 80) | 42)
+    assert (_ids._last_ms, _ids._last_rand) == (ms, 42)

@@ -15,6 +15,9 @@ _ULID_RE = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
 _lock = threading.Lock()
 _last_ms = -1
 _last_rand = 0
+# The last millisecond's encoding (new_ulid): (milliseconds, 10 characters), one tuple so
+# that a thread reads a matching pair.
+_prefix: tuple[int, str] = (-1, "")
 
 
 def _after_fork() -> None:
@@ -28,31 +31,45 @@ os.register_at_fork(after_in_child=_after_fork)
 def new_ulid() -> str:
     """A new ULID: 48 bits of Unix milliseconds and 80 random bits, 26 Crockford base32
     characters. Ids made in the same millisecond by one process increase monotonically."""
-    global _last_ms, _last_rand
+    global _last_ms, _last_rand, _prefix
     ms = time.time_ns() // 1_000_000
-    with _lock:
-        if ms <= _last_ms and _last_rand < (1 << 80) - 1:
-            ms = _last_ms
-            rand = _last_rand + 1
-        else:
-            rand = int.from_bytes(os.urandom(10), "big")
-        _last_ms, _last_rand = ms, rand
-    n = (ms << 80) | rand
+    drawn = None  # fresh random bits, drawn outside the lock
+    while True:
+        with _lock:
+            if ms <= _last_ms and _last_rand < (1 << 80) - 1:
+                ms = _last_ms
+                rand = _last_rand + 1
+            elif drawn is not None:
+                rand = drawn
+            else:
+                rand = -1
+            if rand >= 0:
+                _last_ms, _last_rand = ms, rand
+                break
+        # A new millisecond: os.urandom lets go of the GIL for its system call, so it is
+        # made without the lock held (with it held, the threads submitting at once queued
+        # on the lock, each then woken by the OS); another thread may have moved on
+        # meanwhile, then the bits are unused and the id follows that thread's.
+        drawn = int.from_bytes(os.urandom(10), "big")
     p = _PAIRS
-    return (
-        p[n >> 120]
-        + p[(n >> 110) & 1023]
-        + p[(n >> 100) & 1023]
-        + p[(n >> 90) & 1023]
-        + p[(n >> 80) & 1023]
-        + p[(n >> 70) & 1023]
-        + p[(n >> 60) & 1023]
-        + p[(n >> 50) & 1023]
-        + p[(n >> 40) & 1023]
-        + p[(n >> 30) & 1023]
-        + p[(n >> 20) & 1023]
-        + p[(n >> 10) & 1023]
-        + p[n & 1023]
+    at, prefix = _prefix
+    if at != ms:
+        # The first 10 characters are the millisecond's (5 pairs of 48 bits and 2 zero
+        # bits): made once a millisecond, kept for the ids that follow in it.
+        prefix = p[ms >> 40] + p[(ms >> 30) & 1023] + p[(ms >> 20) & 1023] + p[(ms >> 10) & 1023] + p[ms & 1023]
+        _prefix = (ms, prefix)
+    return "".join(
+        (
+            prefix,
+            p[rand >> 70],
+            p[(rand >> 60) & 1023],
+            p[(rand >> 50) & 1023],
+            p[(rand >> 40) & 1023],
+            p[(rand >> 30) & 1023],
+            p[(rand >> 20) & 1023],
+            p[(rand >> 10) & 1023],
+            p[rand & 1023],
+        )
     )
 
 
