@@ -25,7 +25,16 @@ from typing import Any, Literal
 
 from lakeshore import errors, wire
 from lakeshore._ids import is_ulid, new_ulid
-from lakeshore._transport import LONG_POLL_MAX, NOT_SENT, Batcher, invocation_path, queue_path, utf8_size, wait_future
+from lakeshore._transport import (
+    LONG_POLL_MAX,
+    NOT_SENT,
+    Batcher,
+    invocation_path,
+    queue_path,
+    reset_in_forked_child,
+    utf8_size,
+    wait_future,
+)
 from lakeshore.dispatch import Dispatch, default_dispatch, is_name
 
 log = logging.getLogger("lakeshore.queue")
@@ -754,10 +763,11 @@ class _Combining:
     next request, how many of the callers just answered the next request waits for."""
 
     def __init__(self) -> None:
-        self.reset()
+        self._after_fork()
+        reset_in_forked_child(self)
 
-    def reset(self) -> None:
-        """Start afresh (in a forked child)."""
+    def _after_fork(self) -> None:
+        # Start afresh (in a forked child: the parent's requests are not ours to answer).
         self.lock = threading.Lock()
         self.arrived = threading.Condition(self.lock)  # notified as a submit joins waiting
         self.sending = False
@@ -768,7 +778,6 @@ class _Combining:
         self.answered = 0.0  # time.monotonic() of the last answer
         # While a lead gathers (_gather): the number of waiting submits it waits for, else 0.
         self.gathering = 0
-        self.pid = os.getpid()
 
 
 class QueueCore:
@@ -973,8 +982,6 @@ class QueueCore:
         if portal.in_portal():
             return wait_future(portal, self.submit_future(body))  # raises RuntimeError
         combined = self._combined
-        if combined.pid != os.getpid():
-            combined.reset()  # a forked child: the parent's requests are not ours to answer
         me = _CombinedSubmit(body)
         with combined.lock:
             if not combined.sending:
