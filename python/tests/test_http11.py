@@ -472,6 +472,37 @@ def test_an_interrupted_waiting_submit_is_not_sent_and_the_others_go_on(stubs: l
         d.close()
 
 
+def test_a_blocking_submit_on_the_client_loops_thread_raises_and_sends_nothing(stubs: list[_Stub]) -> None:
+    # A blocking call made on the client's own loop thread (a callback of one of its
+    # futures) could never be answered: it raises RuntimeError, and, as every other blocking
+    # verb there, sends nothing. Before, the submit was handed to the loop first, so the job
+    # was made although the call raised.
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
+        return True
+
+    s, d = _dispatch(stubs, handler)
+    try:
+        q = SyncQueue("q", dispatch=d)
+        ran: list[BaseException | str] = []
+        done = threading.Event()
+
+        def on_loop() -> None:
+            try:
+                ran.append(q.submit("on the loop"))
+            except BaseException as e:  # noqa: BLE001 - the test reads it
+                ran.append(e)
+            done.set()
+
+        d._portal.loop.call_soon_threadsafe(on_loop)
+        assert done.wait(10)
+        assert isinstance(ran[0], RuntimeError), ran
+        time.sleep(0.3)  # a request handed to the loop would have reached the stub by now
+        assert not [r for r in s.requests if b"/invocations" in r], s.requests
+    finally:
+        d.close()
+
+
 def test_refused_connections_are_unavailable() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -519,13 +519,15 @@ class Batcher(Generic[I, T]):
                 fut.set_exception(errors.DispatchError("the call was cancelled (the dispatch was closed)", code="closed"))
 
 
-def wait_future(portal: Portal, fut: concurrent.futures.Future[T]) -> T:
-    """Block until fut (from :meth:`Batcher.put`) is done; return or raise its outcome.
+def wait_future(portal: Portal, put: Callable[[], concurrent.futures.Future[T]]) -> T:
+    """Hand a call to a batcher (``put``, which calls :meth:`Batcher.put`) and block until
+    its future is done; return or raise its outcome.
 
-    Raises RuntimeError on the portal's own thread (the wait would never end)."""
+    Raises RuntimeError on the portal's own thread (the wait would never end), before
+    ``put`` is called: a call that raised was not sent (as :meth:`Portal.run`'s)."""
     if portal.in_portal():
         raise RuntimeError("a blocking lakeshore call was made on the client's own event loop thread")
-    return fut.result()
+    return put().result()
 
 
 _forked_resets: weakref.WeakSet[Any] = weakref.WeakSet()

@@ -980,7 +980,7 @@ class QueueCore:
             RuntimeError: called on the client loop's own thread."""
         portal = self.dispatch._portal
         if portal.in_portal():
-            return wait_future(portal, self.submit_future(body))  # raises RuntimeError
+            return wait_future(portal, lambda: self.submit_future(body))  # raises RuntimeError, sends nothing
         combined = self._combined
         me = _CombinedSubmit(body)
         with combined.lock:
@@ -1015,7 +1015,7 @@ class QueueCore:
         if batch is not None:
             self._send_combined(batch, me.expect)
         if me.own_way:
-            return wait_future(portal, self.submit_future(body))
+            return wait_future(portal, lambda: self.submit_future(body))
         if me.error is not None:
             raise me.error
         assert me.id is not None
@@ -1564,7 +1564,7 @@ class QueueCore:
                 answer = _settle_claim_answers([item], ans)[0]
                 assert not isinstance(answer, BaseException)
                 return answer
-        return wait_future(portal, self.settle_and_claim_future(item))
+        return wait_future(portal, lambda: self.settle_and_claim_future(item))
 
     async def _settles_each(self, settles: list[tuple[dict[str, Any], float | None]]) -> list[BaseException | None]:
         if not settles:
