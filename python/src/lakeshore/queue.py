@@ -1000,16 +1000,20 @@ class QueueCore:
                 me.wake.acquire()  # released once answered, or handed the next batch to send
             except BaseException:
                 # An interrupt (KeyboardInterrupt on the main thread): a submit not yet
-                # taken into a batch is dropped, unsent; one already taken is answered
-                # soon, or was handed the next batch, which is sent for its other callers
-                # before the interrupt goes on.
+                # taken into a batch is dropped, unsent; one taken into a batch in flight
+                # is answered there (nobody reads it); one handed the next batch (lead,
+                # set under the lock) sends it for its other callers before the interrupt
+                # goes on. Neither waits on its wake again: the interrupt may have come
+                # just after the acquire took it (a second acquire would never return), or
+                # a second interrupt during that wait would leave the handed batch unsent,
+                # and with it every later blocking submit of the queue waiting forever.
                 with combined.lock:
                     if me in combined.waiting:
                         combined.waiting.remove(me)
                         raise
-                me.wake.acquire()
-                if me.lead is not None:
-                    self._send_combined(me.lead)
+                    handed = me.lead
+                if handed is not None:
+                    self._send_combined(handed)
                 raise
             batch = me.lead
         if batch is not None:
