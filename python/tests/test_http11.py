@@ -472,6 +472,129 @@ def test_an_interrupted_waiting_submit_is_not_sent_and_the_others_go_on(stubs: l
         d.close()
 
 
+def test_a_blocking_submit_on_the_client_loops_thread_raises_and_sends_nothing(stubs: list[_Stub]) -> None:
+    # A blocking call made on the client's own loop thread (a callback of one of its
+    # futures) could never be answered: it raises RuntimeError, and, as every other blocking
+    # verb there, sends nothing. Before, the submit was handed to the loop first, so the job
+    # was made although the call raised.
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
+        return True
+
+    s, d = _dispatch(stubs, handler)
+    try:
+        q = SyncQueue("q", dispatch=d)
+        ran: list[BaseException | str] = []
+        done = threading.Event()
+
+        def on_loop() -> None:
+            try:
+                ran.append(q.submit("on the loop"))
+            except BaseException as e:  # noqa: BLE001 - the test reads it
+                ran.append(e)
+            done.set()
+
+        d._portal.loop.call_soon_threadsafe(on_loop)
+        assert done.wait(10)
+        assert isinstance(ran[0], RuntimeError), ran
+        time.sleep(0.3)  # a request handed to the loop would have reached the stub by now
+        assert not [r for r in s.requests if b"/invocations" in r], s.requests
+    finally:
+        d.close()
+
+
+def test_a_submit_interrupted_twice_as_it_is_handed_the_next_batch_sends_it(
+    stubs: list[_Stub], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The main thread's submit waits behind another thread's request, is taken as the first
+    # of the next batch (its caller to send it), and a Ctrl-C comes as its wake is released,
+    # then a second one. It raises KeyboardInterrupt, but only once the batch it was handed
+    # is sent: the other caller of that batch gets its id, and the queue's blocking submits
+    # go on. Before, the second interrupt left the batch unsent and its callers, and every
+    # later blocking submit of the queue, waiting forever.
+    held = asyncio.Event()
+    release = threading.Event()
+
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        if len(s.requests) == 1:
+            held.set()
+            while not release.is_set():
+                await asyncio.sleep(0.005)
+        w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
+        return True
+
+    s, d = _dispatch(stubs, handler)
+    interrupted = threading.current_thread()
+
+    class _Interrupted:
+        """The interrupted caller's wake: its first acquire is interrupted once the lock
+        was released to it (then left released, as by an interrupt that came just after),
+        the second at once (a second Ctrl-C); later ones acquire."""
+
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+            self.calls = 0
+
+        def acquire(self) -> bool:
+            self.calls += 1
+            if self.calls == 1:
+                self.lock.acquire()
+                self.lock.release()
+                raise KeyboardInterrupt
+            if self.calls == 2:
+                raise KeyboardInterrupt
+            return self.lock.acquire()
+
+        def release(self) -> None:
+            self.lock.release()
+
+    original = lakeshore.queue._CombinedSubmit.__init__
+
+    def init(self: lakeshore.queue._CombinedSubmit, body: dict[str, object]) -> None:
+        original(self, body)
+        if threading.current_thread() is interrupted:
+            wake = _Interrupted()
+            wake.lock.acquire()  # held until answered or handed a batch, as the real wake
+            self.wake = wake  # type: ignore[assignment]
+
+    monkeypatch.setattr(lakeshore.queue._CombinedSubmit, "__init__", init)
+    try:
+        q = SyncQueue("q", dispatch=d)
+        out: dict[str, str] = {}
+        leader = threading.Thread(target=lambda: out.update(first=q.submit(0)), daemon=True)
+        leader.start()
+        end = time.monotonic() + 10
+        while not held.is_set() and time.monotonic() < end:
+            time.sleep(0.005)
+        other = threading.Thread(target=lambda: out.update(other=q.submit(2)), daemon=True)
+
+        def queue_the_other() -> None:
+            # Once the main thread's submit waits, another thread's joins it, then the
+            # first request is answered.
+            while not q._core._combined.waiting and time.monotonic() < end:
+                time.sleep(0.005)
+            other.start()
+            while len(q._core._combined.waiting) < 2 and time.monotonic() < end:
+                time.sleep(0.005)
+            release.set()
+
+        threading.Thread(target=queue_the_other, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            q.submit(1)
+        other.join(10)
+        leader.join(10)
+        assert not other.is_alive(), "the other caller of the handed batch was never answered"
+        sent = [msgpack.unpackb(b) for b in s.bodies]
+        assert len(sent) == 2 and b"/invocations/batch " in s.requests[1]
+        batch = {msgpack.unpackb(b["payload"]): b["id"] for b in sent[1]["invocations"]}
+        assert sorted(batch) == [1, 2]
+        assert out == {"first": sent[0]["id"], "other": batch[2]}
+        assert q.submit(3) == msgpack.unpackb(s.bodies[-1])["id"]  # the queue's submits go on
+    finally:
+        release.set()
+        d.close()
+
+
 def test_refused_connections_are_unavailable() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -5,7 +5,8 @@ run it on the portal's loop and wait for the answer; asyncio callers
 (:class:`~lakeshore.Queue`) await it from their own loop, which never blocks: the I/O happens
 on the portal's loop, and cancelling the caller's task cancels the call there. After
 ``fork`` a child makes its own portal and connections on first use (the parent's thread
-does not exist in the child).
+does not exist in the child); what the parent's threads queued is dropped as the fork
+returns (:func:`reset_in_forked_child`).
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ class Portal:
         # Batchers whose waiting callers are failed when the portal closes (held weakly: a
         # batcher refers to its dispatch, which must stay collectable).
         self._batchers: weakref.WeakSet[Batcher[Any, Any]] = weakref.WeakSet()
-        _portals.add(self)
+        reset_in_forked_child(self)
 
     def _after_fork(self) -> None:
         # The parent's thread is gone here; its loop object must not be touched.
@@ -325,8 +326,6 @@ class Portal:
             b._fail_pending()
 
 
-_portals: weakref.WeakSet[Portal] = weakref.WeakSet()
-
 NOT_SENT: Any = object()
 """What :meth:`HttpTransport.call_blocking` returns for a call to send the portal's way."""
 
@@ -411,15 +410,16 @@ class Batcher(Generic[I, T]):
         self._drain = drain
         self._max_batch = max_batch
         self._max_in_flight = in_flight
-        self._reset()
+        self._after_fork()
         portal._batchers.add(self)
+        reset_in_forked_child(self)
 
-    def _reset(self) -> None:
+    def _after_fork(self) -> None:
+        # Start afresh (in a forked child: the parent's batches are not ours to answer).
         self._lock = threading.Lock()
         self._pending: list[tuple[I, _Call[T]]] = []
         self._in_flight = 0
         self._scheduled = False
-        self._pid = os.getpid()
         self._releases: set[asyncio.Future[None]] = set()
 
     def idle(self) -> bool:
@@ -432,8 +432,6 @@ class Batcher(Generic[I, T]):
 
         Raises:
             errors.DispatchError: the portal is closed (code ``closed``)."""
-        if self._pid != os.getpid():
-            self._reset()  # a forked child: the parent's batches are not ours to answer
         loop = self._portal.loop
         fut: _Call[T] = _Call(self._lock)
         with self._lock:
@@ -521,18 +519,33 @@ class Batcher(Generic[I, T]):
                 fut.set_exception(errors.DispatchError("the call was cancelled (the dispatch was closed)", code="closed"))
 
 
-def wait_future(portal: Portal, fut: concurrent.futures.Future[T]) -> T:
-    """Block until fut (from :meth:`Batcher.put`) is done; return or raise its outcome.
+def wait_future(portal: Portal, put: Callable[[], concurrent.futures.Future[T]]) -> T:
+    """Hand a call to a batcher (``put``, which calls :meth:`Batcher.put`) and block until
+    its future is done; return or raise its outcome.
 
-    Raises RuntimeError on the portal's own thread (the wait would never end)."""
+    Raises RuntimeError on the portal's own thread (the wait would never end), before
+    ``put`` is called: a call that raised was not sent (as :meth:`Portal.run`'s)."""
     if portal.in_portal():
         raise RuntimeError("a blocking lakeshore call was made on the client's own event loop thread")
-    return fut.result()
+    return put().result()
+
+
+_forked_resets: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def reset_in_forked_child(obj: Any) -> None:
+    """Have ``obj._after_fork()`` called in a forked child, as the fork returns there
+    (``os.register_at_fork``), before any thread of the child can use obj: what only the
+    parent's threads could answer (the calls they queued, a lock one of them held) starts
+    afresh, once. A check of the pid at obj's first use instead would run on several of the
+    child's threads at once, and the second reset would drop what the first thread's
+    caller had queued meanwhile, leaving that caller waiting forever."""
+    _forked_resets.add(obj)
 
 
 def _reset_after_fork() -> None:
-    for p in list(_portals):
-        p._after_fork()
+    for obj in list(_forked_resets):
+        obj._after_fork()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)

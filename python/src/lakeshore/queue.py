@@ -25,7 +25,16 @@ from typing import Any, Literal
 
 from lakeshore import errors, wire
 from lakeshore._ids import is_ulid, new_ulid
-from lakeshore._transport import LONG_POLL_MAX, NOT_SENT, Batcher, invocation_path, queue_path, utf8_size, wait_future
+from lakeshore._transport import (
+    LONG_POLL_MAX,
+    NOT_SENT,
+    Batcher,
+    invocation_path,
+    queue_path,
+    reset_in_forked_child,
+    utf8_size,
+    wait_future,
+)
 from lakeshore.dispatch import Dispatch, default_dispatch, is_name
 
 log = logging.getLogger("lakeshore.queue")
@@ -754,10 +763,11 @@ class _Combining:
     next request, how many of the callers just answered the next request waits for."""
 
     def __init__(self) -> None:
-        self.reset()
+        self._after_fork()
+        reset_in_forked_child(self)
 
-    def reset(self) -> None:
-        """Start afresh (in a forked child)."""
+    def _after_fork(self) -> None:
+        # Start afresh (in a forked child: the parent's requests are not ours to answer).
         self.lock = threading.Lock()
         self.arrived = threading.Condition(self.lock)  # notified as a submit joins waiting
         self.sending = False
@@ -768,7 +778,6 @@ class _Combining:
         self.answered = 0.0  # time.monotonic() of the last answer
         # While a lead gathers (_gather): the number of waiting submits it waits for, else 0.
         self.gathering = 0
-        self.pid = os.getpid()
 
 
 class QueueCore:
@@ -971,10 +980,8 @@ class QueueCore:
             RuntimeError: called on the client loop's own thread."""
         portal = self.dispatch._portal
         if portal.in_portal():
-            return wait_future(portal, self.submit_future(body))  # raises RuntimeError
+            return wait_future(portal, lambda: self.submit_future(body))  # raises RuntimeError, sends nothing
         combined = self._combined
-        if combined.pid != os.getpid():
-            combined.reset()  # a forked child: the parent's requests are not ours to answer
         me = _CombinedSubmit(body)
         with combined.lock:
             if not combined.sending:
@@ -993,22 +1000,26 @@ class QueueCore:
                 me.wake.acquire()  # released once answered, or handed the next batch to send
             except BaseException:
                 # An interrupt (KeyboardInterrupt on the main thread): a submit not yet
-                # taken into a batch is dropped, unsent; one already taken is answered
-                # soon, or was handed the next batch, which is sent for its other callers
-                # before the interrupt goes on.
+                # taken into a batch is dropped, unsent; one taken into a batch in flight
+                # is answered there (nobody reads it); one handed the next batch (lead,
+                # set under the lock) sends it for its other callers before the interrupt
+                # goes on. Neither waits on its wake again: the interrupt may have come
+                # just after the acquire took it (a second acquire would never return), or
+                # a second interrupt during that wait would leave the handed batch unsent,
+                # and with it every later blocking submit of the queue waiting forever.
                 with combined.lock:
                     if me in combined.waiting:
                         combined.waiting.remove(me)
                         raise
-                me.wake.acquire()
-                if me.lead is not None:
-                    self._send_combined(me.lead)
+                    handed = me.lead
+                if handed is not None:
+                    self._send_combined(handed)
                 raise
             batch = me.lead
         if batch is not None:
             self._send_combined(batch, me.expect)
         if me.own_way:
-            return wait_future(portal, self.submit_future(body))
+            return wait_future(portal, lambda: self.submit_future(body))
         if me.error is not None:
             raise me.error
         assert me.id is not None
@@ -1557,7 +1568,7 @@ class QueueCore:
                 answer = _settle_claim_answers([item], ans)[0]
                 assert not isinstance(answer, BaseException)
                 return answer
-        return wait_future(portal, self.settle_and_claim_future(item))
+        return wait_future(portal, lambda: self.settle_and_claim_future(item))
 
     async def _settles_each(self, settles: list[tuple[dict[str, Any], float | None]]) -> list[BaseException | None]:
         if not settles:
