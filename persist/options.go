@@ -2,7 +2,6 @@ package persist
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -125,12 +124,12 @@ type KVEntry struct {
 	Fields    Record // BatchGet only
 }
 
-// CheckKey checks a key of the key-value view (1–1024 bytes without the byte \x00, which
-// PostgreSQL's text holds none of), for a put, a get and a clear. Errors: *InvalidError
-// naming key.
+// CheckKey checks a key of the key-value view (1–1024 bytes of valid UTF-8 without the
+// byte \x00, which PostgreSQL's text holds neither of: storableText), for a put, a get and
+// a clear. Errors: *InvalidError naming key.
 func CheckKey(key string) error {
-	if key == "" || len(key) > 1024 || strings.Contains(key, "\x00") {
-		return &InvalidError{Field: "key", Value: key, Rule: `1–1024 bytes without the byte \x00`}
+	if key == "" || len(key) > 1024 || !storableText(key) {
+		return &InvalidError{Field: "key", Value: key, Rule: `1–1024 bytes of valid UTF-8 without the byte \x00`}
 	}
 	return nil
 }

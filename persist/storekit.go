@@ -31,7 +31,14 @@ func CheckTask(task string) error {
 }
 
 func validTask(task string) bool {
-	return task != "" && len(task) <= 256 && !strings.Contains(task, "\x00") && utf8.ValidString(task)
+	return task != "" && len(task) <= 256 && storableText(task)
+}
+
+// storableText reports whether s is valid UTF-8 without the byte \x00: what every store
+// can keep as a key (PostgreSQL's text and jsonb hold neither a NUL byte nor invalid UTF-8,
+// and a C string ends at a NUL). Task names, KV keys and KV tags are held to it.
+func storableText(s string) bool {
+	return !strings.Contains(s, "\x00") && utf8.ValidString(s)
 }
 
 // CheckFieldNames checks the field names a read asks for (MetaRequest.Fields, Produced's
@@ -57,7 +64,7 @@ func CheckFieldNames(names []string) error {
 func CheckTags(tags map[string]string) error {
 	for k, v := range tags {
 		for _, s := range []string{k, v} {
-			if strings.Contains(s, "\x00") || !utf8.ValidString(s) {
+			if !storableText(s) {
 				return &InvalidError{Field: "tags", Value: s, Rule: `keys and values of valid UTF-8 without the byte \x00`}
 			}
 		}

@@ -620,6 +620,13 @@ func testBadInput(t *testing.T, q *persist.Queue) {
 	_, err = q.Store().KVGet(ctx, persist.DefaultPartition, []string{"k\x00"}, nil)
 	requireInvalidField(t, err, "key")
 	requireInvalidField(t, q.Store().KVClear(ctx, persist.DefaultPartition, []string{"\x00"}), "key")
+	// Nor invalid UTF-8 in a KV key (PostgreSQL's text refuses it as an internal error; over
+	// HTTP the body's decoder may refuse it first, naming the request body).
+	_, err = kv.Put(ctx, persist.DefaultPartition, "k\xff", persist.Record{"x": 1}, nil)
+	requireInvalid(t, err)
+	_, err = q.Store().KVGet(ctx, persist.DefaultPartition, []string{"k\xff"}, nil)
+	requireInvalid(t, err)
+	requireInvalid(t, q.Store().KVClear(ctx, persist.DefaultPartition, []string{"k\xff"}))
 	// Nor in a task name, a field name a read asks for, or a KV tag: every store refuses
 	// them as invalid (the distributed store answered PostgreSQL's "invalid byte sequence
 	// for encoding UTF8", an internal error, HTTP 500).
