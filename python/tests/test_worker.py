@@ -509,7 +509,9 @@ WORKER_SCRIPT = textwrap.dedent(
     d = lakeshore.Dispatch(sys.argv[1])
 
     @udf(queue=sys.argv[3], dispatch=d, lease_ttl=float(sys.argv[4]))
-    def slow(tag: str, seconds: float) -> str:
+    def slow(tag: str, seconds: float, until: str | None = None) -> str:
+        # until: a file's path; the body returns once it exists (within seconds), so a
+        # test decides when the job ends instead of racing its length.
         end = time.monotonic() + seconds
         try:
             # "started" inside the try: a stop that lands while print returns (the test
@@ -517,6 +519,8 @@ WORKER_SCRIPT = textwrap.dedent(
             # thread since) is the body's too, and says "stopped".
             print("started", os.getpid(), flush=True)
             while time.monotonic() < end:  # Python bytecode between short sleeps: stoppable
+                if until is not None and os.path.exists(until):
+                    break
                 time.sleep(0.02)
         except lakeshore.JobStopped:
             print("stopped", flush=True)
@@ -603,16 +607,31 @@ def test_a_job_longer_than_its_short_lease_keeps_it(home: Path, tmp_path: Path) 
     d.close()
 
 
+def _signal_then_end_the_job(w: subprocess.Popen[str], signum: signal.Signals, until: Path) -> None:
+    """Signal the worker, and once its stderr (a pipe) says it drains, let its running
+    job (one given ``until``) return: the job ends after the signal was handled, however
+    late a loaded machine runs either process."""
+    assert w.stderr is not None
+    w.send_signal(signum)
+    for line in w.stderr:
+        if f"{signum.name}: draining" in line:
+            break
+    else:
+        raise AssertionError("the worker ended without saying it drains")
+    until.touch()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_drains(home: Path, tmp_path: Path, signum: signal.Signals) -> None:
     target = str(home / f"drain-{signum.name}.db")
     d = lakeshore.Dispatch(target)
     q = SyncQueue("crash", dispatch=d)
-    first = q.submit({"tag": "first", "seconds": 1.0})
+    until = tmp_path / "end-first"
+    first = q.submit({"tag": "first", "seconds": 60.0, "until": str(until)})
     second = q.submit({"tag": "second", "seconds": 1.0})
-    w = _start_worker(tmp_path, target, "forever", lease=30.0)
+    w = _start_worker(tmp_path, target, "forever", stderr=True, lease=30.0)
     assert w.stdout is not None and w.stdout.readline().startswith("started")
-    w.send_signal(signum)
+    _signal_then_end_the_job(w, signum, until)
     out, _ = w.communicate(timeout=30)
     assert w.returncode == 0 and "drained" in out
     assert q.result(first, timeout=5) == f"first by {w.pid}"  # the running job finished
@@ -674,9 +693,10 @@ def test_a_signal_drains_a_job_begun_on_the_body_s_thread(home: Path, tmp_path: 
     target = str(home / "chain-drain.db")
     d = lakeshore.Dispatch(target)
     q = SyncQueue("crash", dispatch=d)
-    w, first = _worker_after_a_quick_job(tmp_path, target, q, {"tag": "first", "seconds": 1.0}, 30.0)
+    until = tmp_path / "end-first"
+    w, first = _worker_after_a_quick_job(tmp_path, target, q, {"tag": "first", "seconds": 60.0, "until": str(until)}, 30.0, stderr=True)
     second = q.submit({"tag": "second", "seconds": 1.0})
-    w.send_signal(signal.SIGTERM)
+    _signal_then_end_the_job(w, signal.SIGTERM, until)
     out, _ = w.communicate(timeout=30)
     assert w.returncode == 0 and "drained" in out
     assert q.result(first, timeout=5) == f"first by {w.pid}"  # the running job finished

@@ -1871,6 +1871,11 @@ def run_worker(
         nonlocal signals
         signals += 1
         if signals == 1:
+            # Set here too, not only by drain on the loop's next turn: a sync body that ends
+            # on its own thread reads it for the claim sent with its settle, and the loop
+            # may run that callback only after (this handler runs on the loop's thread,
+            # between two of its steps).
+            w.draining = True
             log.warning("lakeshore worker: %s: draining (running jobs finish); signal again to stop them", signal.Signals(signum).name)
             loop.call_soon_threadsafe(w.drain)
         else:
