@@ -986,3 +986,146 @@ def test_a_stream_with_a_nan_timeout_is_refused(d: HttpDispatch, qname: str) -> 
         assert e.value.field == "timeout"
 
     run(main())
+
+
+def test_len_counts_every_partition_and_the_buffer(d: HttpDispatch, qname: str) -> None:
+    """persisting's ``len(q)``: 0 on a queue nothing was put to; the store's records (every
+    partition, minus cleared ones) plus what this object still buffers. A blocking call
+    that also works inside a coroutine (it runs on the dispatch's client thread). An empty
+    queue object is still true: ``if q:`` asks the plane nothing."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=100, auto_flush_interval_sec=0)
+        assert len(q) == 0 and bool(q)
+        await q.put_batch([{"i": i} for i in range(3)])
+        assert len(q) == 3  # buffered, counted
+        assert len(Queue(qname, dispatch=d)) == 0  # another object: nothing sent yet
+        await q.flush()
+        await q.put({"i": 3}, partition_id="other")
+        await q.flush()
+        assert len(q) == len(Queue(qname, dispatch=d)) == 4 == (await q.stats())["len"]
+        await q.clear([0])
+        assert len(q) == 3
+
+    run(main())
+
+
+def test_close_sends_the_buffer_and_later_puts_go_at_once(d: HttpDispatch, qname: str) -> None:
+    """persisting's ``close()``: the records still buffered are sent (another object reads
+    them), a second close is a no-op, and a put after it is sent at once instead of
+    buffered with no timer left to send it (persisting's buffers it and loses it)."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=100, auto_flush_interval_sec=30)
+        await q.put_batch([{"i": 0}, {"i": 1}])
+        assert q._flush_timer is not None
+        assert q.close() is None
+        assert q._flush_timer is None and q._buffer == []
+        q.close()
+        assert [r["i"] for r in await Queue(qname, dispatch=d).get(limit=10)] == [0, 1]
+        await q.put({"i": 2})
+        assert q._buffer == [] and q._flush_timer is None
+        assert [r["i"] for r in await Queue(qname, dispatch=d).get(limit=10)] == [0, 1, 2]
+        assert [r["i"] for r in await q.get(limit=10)] == [0, 1, 2]  # still reads
+
+    run(main())
+
+
+def test_close_raises_a_refusal_and_closes(d: HttpDispatch, qname: str) -> None:
+    """A buffered batch the server refuses is raised by ``close()`` (as by ``flush()``),
+    never dropped silently; nothing is left buffered, so the queue is closed."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=100, auto_flush_interval_sec=0)
+        await q.put({"a": 1})
+        await q.flush()
+        await q.put({"a": "s"})  # a string into the int64 column
+        with pytest.raises(IncompatibleTypeError):
+            q.close()
+        assert q._closed and q._buffer == []
+        q.close()  # nothing left: no error
+
+    run(main())
+
+
+def test_close_without_a_running_loop(d: HttpDispatch, qname: str) -> None:
+    """``close()`` after ``asyncio.run`` returned (the usual end of a program) sends what
+    the object still buffers."""
+
+    async def fill() -> Queue:
+        q = Queue(qname, dispatch=d, batch_size=100, auto_flush_interval_sec=0)
+        await q.put({"i": 7})
+        return q
+
+    q = run(fill())
+    assert len(q) == 1
+    q.close()
+
+    async def read() -> list[dict[str, Any]]:
+        return await Queue(qname, dispatch=d).get(limit=10)
+
+    assert run(read()) == [{"i": 7}]
+
+
+def test_clear_of_a_queue_never_put_to_is_a_no_op(d: HttpDispatch, qname: str) -> None:
+    """persisting's ``clear(indexes)`` (our ``clear_samples``) on a queue nothing was put to
+    does nothing, as persisting's does, and ``clear_partition`` (fails on the old code:
+    ``clear_samples`` raised NotFoundError); an empty list or an index never put is
+    ignored; a buffered record is sent first, so its index can be cleared. Indexes do not
+    shift: a read from offset 2 after clearing 1 starts at the record put third."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=100, auto_flush_interval_sec=0)
+        await q.clear([0])
+        await q.clear_samples([3], partition_id="p")
+        assert await q.get(limit=5, offset=0) == []
+        await q.put_batch([{"i": i} for i in range(4)])
+        await q.clear([])
+        await q.clear([1, 99])  # 1 is buffered: sent first, then cleared
+        assert [r["i"] for r in await Queue(qname, dispatch=d).get(limit=10)] == [0, 2, 3]
+        assert [r["i"] for r in await q.get(limit=10, offset=2)] == [2, 3]
+        with pytest.raises(InvalidError):
+            await q.clear([-1])
+
+    run(main())
+
+
+def test_writer_shares_the_queues_buffer(d: HttpDispatch, qname: str) -> None:
+    """persisting's ``q.writer()``: put, put_batch (a positional partition) and flush on
+    the queue's own buffer, in order with the queue's puts."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=100, auto_flush_interval_sec=0)
+        w = q.writer()
+        assert w.queue is q
+        await w.put({"i": 0})
+        await q.put({"i": 1})
+        await w.put_batch([{"i": 2}, {"i": 3}], "default")
+        assert len(q._buffer) == 4
+        await w.flush()
+        assert q._buffer == []
+        assert [r["i"] for r in await Queue(qname, dispatch=d).get(limit=10)] == [0, 1, 2, 3]
+
+    run(main())
+
+
+def test_stream_from_an_offset_leaves_the_cursor(d: HttpDispatch, qname: str) -> None:
+    """persisting's ``stream(limit, offset, wait, timeout)``, positionally too: from the
+    offset, this object's cursor untouched; a negative offset is InvalidError naming it.
+    A stream sends this object's buffered records first, as get does (fails on the old
+    code: a stream without wait missed them)."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=100, auto_flush_interval_sec=0)
+        await q.put_batch([{"i": i} for i in range(5)])
+        got = [[r["i"] for r in b] async for b in q.stream(2, 1, False)]
+        assert got == [[1, 2], [3, 4]]
+        assert [[r["i"] for r in b] async for b in q.stream(offset=9, wait=False)] == []
+        assert [r["i"] for r in await q.get(limit=10)] == [0, 1, 2, 3, 4]  # the cursor was at 0
+        assert [b async for b in q.stream(wait=False)] == []  # the cursor is at the end now
+        with pytest.raises(InvalidError) as e:
+            async for _ in q.stream(offset=-1, wait=False):
+                pass
+        assert e.value.field == "offset"
+
+    run(main())

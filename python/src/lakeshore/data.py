@@ -65,6 +65,7 @@ log = logging.getLogger("lakeshore.data")
 __all__ = [
     "Queue",
     "Reader",
+    "Writer",
     "BatchMeta",
     "Batch",
     "Sampler",
@@ -828,6 +829,8 @@ class Queue:
         self._flush_timer: asyncio.TimerHandle | None = None
         self._offsets: dict[str, int] = {}  # the read cursor of each partition
         self.metrics = {"puts": 0, "gets": 0, "flushes": 0}
+        # After close(): puts are sent at once (no buffer, no auto-flush timer left).
+        self._closed = False
 
     @property
     def dispatch(self) -> Dispatch:
@@ -836,6 +839,64 @@ class Queue:
 
     def __repr__(self) -> str:
         return f"data.Queue({self.name!r}, dispatch={self._d!r})"
+
+    def __len__(self) -> int:
+        """persisting's ``len(q)``: the records of the queue, every partition (the
+        store's ``len``: put minus cleared, as :meth:`stats` reports it), plus those this
+        object holds buffered and not yet sent (as persisting counts its buffer). 0 for a
+        queue nothing was ever put to.
+
+        A blocking call (one request to the plane, on the dispatch's client thread, as
+        :class:`~lakeshore.SyncQueue`'s verbs are): in a coroutine it holds the event loop
+        for that request; ``(await q.stats())["len"]`` is the awaitable form of the
+        store's count.
+
+        Raises:
+            DispatchError: the plane could not answer (e.g. UnavailableError).
+            RuntimeError: called on the dispatch's own client thread."""
+        return int(self._d.run(self.stats()).get("len") or 0) + self._held()
+
+    def __bool__(self) -> bool:
+        # A Queue object is always true: without this, ``if q:`` would ask the plane for
+        # len() (a blocking request) and an empty queue would read as false.
+        return True
+
+    def _held(self) -> int:
+        """The records this object holds: buffered, and sent without an answer."""
+        return len(self._buffer) + sum(len(b[1]) for b in self._unsent)
+
+    def close(self) -> None:
+        """persisting's ``close()``: stop the auto-flush timer and send, then commit, the
+        records this object still buffers (:meth:`flush`), so none is lost with the object.
+        Safe to call again. The queue's data and the plane stay: the queue is durable and
+        the plane is shared (``Dispatch.close`` closes a plane). After it the object still
+        reads, and a put is sent at once instead of buffered (there is no timer left to
+        send it), so a put after ``close()`` is not lost either.
+
+        A blocking call, as :meth:`__len__`; it sends nothing, so makes no request, when
+        nothing is buffered. In a coroutine, ``await q.flush()`` first makes it a no-op.
+
+        Raises:
+            DispatchError: as :meth:`flush`: the buffered records could not be sent (they
+                stay buffered and the queue stays open: call ``close()`` again), or a
+                refusal a background flush met. After a refusal the queue is closed."""
+        timer, self._flush_timer = self._flush_timer, None
+        if timer is not None:
+            timer.cancel()
+        if self._held() or self._refused is not None:
+            try:
+                self._d.run(self.flush())
+            except errors.DispatchError:
+                if self._held():
+                    raise  # not sent: still buffered, the queue stays open
+                self._closed = True
+                raise
+        self._closed = True
+
+    def writer(self) -> Writer:
+        """persisting's ``writer()``: a producer's view of this queue (:class:`Writer`),
+        sharing its buffer."""
+        return Writer(self)
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
         return await self._d.run_async(self._d._transport.call(method, self.path + path, **kw))
@@ -872,8 +933,8 @@ class Queue:
         """Buffer one record (a map of field → value); sent at ``batch_size`` or after
         ``auto_flush_interval_sec``. ``weight_version`` (and ``target_weight_version``)
         tag it with the policy version that produced it (the ``weight_version`` field,
-        which staleness-bounded reads judge). Raises EncodeError for a value with no wire
-        form."""
+        which staleness-bounded reads judge). After :meth:`close` it is sent at once.
+        Raises EncodeError for a value with no wire form."""
         await self.put_batch(
             [record], partition_id=partition_id, weight_version=weight_version, target_weight_version=target_weight_version
         )
@@ -915,7 +976,7 @@ class Queue:
         async with self._buffer_lock:
             self._buffer.extend(encoded)
             self.metrics["puts"] += len(encoded)
-            full = len(self._buffer) >= self.batch_size
+            full = len(self._buffer) >= self.batch_size or self._closed
         if full:
             await self._send()
         elif self._flush_timer is None and self.auto_flush_interval_sec > 0:
@@ -1122,10 +1183,7 @@ class Queue:
 
         Raises:
             InvalidError: a negative ``offset``."""
-        if offset is not None and (not isinstance(offset, int) or isinstance(offset, bool) or offset < 0):
-            raise errors.InvalidError(
-                f"invalid offset {offset!r}: a record position ≥ 0", field="offset", value=str(offset), rule="an integer ≥ 0"
-            )
+        _check_offset(offset)
         await self._send_before_read()
         part = partition_id or self.partition_id
         start = self._offsets.get(part, 0) if offset is None else offset
@@ -1221,20 +1279,42 @@ class Queue:
         return recs, max(offset, int(nxt)) if nxt else offset + len(recs)
 
     async def stream(
-        self, limit: int = 1000, wait: bool = True, timeout: float = 5.0, *, partition_id: str | None = None
+        self,
+        limit: int = 1000,
+        offset: int | None = None,
+        wait: bool = True,
+        timeout: float = 5.0,
+        *,
+        partition_id: str | None = None,
     ) -> AsyncIterator[list[dict[str, Any]]]:
-        """Batches of up to ``limit`` records, following the queue: with ``wait``, block for
-        new records, ending after ``timeout`` seconds without any; without, end at the tail."""
+        """Batches (lists of record dicts) of up to ``limit`` records, following the queue:
+        with ``wait``, block for new records, ending after ``timeout`` seconds without any;
+        without, end at the tail. From ``offset`` (the global index to start at, as
+        persisting's ``stream(limit, offset, wait, timeout)`` and :meth:`get` take it),
+        leaving this object's cursor alone; without it, from this object's cursor, which
+        it advances. Sends this object's buffered records first, as :meth:`get` does.
+        ``limit`` bounds each batch, not the whole stream (persisting's bounds the whole
+        stream, in batches of at most 100).
+
+        Raises:
+            InvalidError: a negative ``offset``, a NaN ``timeout``."""
         if wait and math.isnan(timeout):
             raise errors.InvalidError(f"invalid timeout {timeout!r}: use seconds", field="timeout", value=timeout, rule="seconds, not NaN")
+        _check_offset(offset)
+        await self._send_before_read()
+        part = partition_id or self.partition_id
+        position = offset
         last = time.monotonic()
         while True:
             left = timeout - (time.monotonic() - last)
             if wait and left <= 0:
                 return
-            part = partition_id or self.partition_id
-            recs, nxt = await self._read(self._offsets.get(part, 0), limit, part, None, min(left, 30.0) if wait else 0.0)
-            self._offsets[part] = nxt
+            start = self._offsets.get(part, 0) if position is None else position
+            recs, nxt = await self._read(start, limit, part, None, min(left, 30.0) if wait else 0.0)
+            if position is None:
+                self._offsets[part] = nxt
+            else:
+                position = nxt
             if recs:
                 last = time.monotonic()
                 yield recs
@@ -1450,10 +1530,29 @@ class Queue:
                 raise
 
     async def clear_samples(self, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
-        """Remove records by global index (an incomplete GRPO group whose members are
-        cleared stops holding later groups back)."""
+        """Remove records by global index, durably (an incomplete GRPO group whose members
+        are cleared stops holding later groups back). Indexes never shift: the other
+        records keep theirs, and a read skips the cleared ones. An index that is not a
+        record of the partition (never put, already cleared, another partition's) is
+        ignored, as is an empty list. Sends this object's buffered records first (so an
+        index can name one of them). On a queue nothing was ever put to there is nothing
+        to clear: a no-op.
+
+        Raises:
+            InvalidError: a negative index."""
+        await self._send_before_read()
         body = {"partition": partition_id or self.partition_id, "indexes": [int(i) for i in global_indexes]}
-        await self._call("POST", "/clear", body=body, retry="safe")
+        try:
+            await self._call("POST", "/clear", body=body, retry="safe")
+        except errors.NotFoundError as e:
+            if not _queue_missing(e):
+                raise
+
+    async def clear(self, global_indexes: Sequence[int], partition_id: str | None = None) -> None:
+        """persisting's ``clear(global_indexes, partition_id)``: :meth:`clear_samples`.
+        Unlike persisting's, which rewrites its dataset without them (so the records after
+        them move to lower positions), the others keep their indexes."""
+        await self.clear_samples(global_indexes, partition_id)
 
     async def stats(self) -> dict[str, Any]:
         """The server's statistics of the queue (rows, partitions, consumption by task,
@@ -1720,6 +1819,37 @@ class Reader:
         self._offsets[part] = nxt
         q.metrics["gets"] += len(recs)
         return recs
+
+
+class Writer:
+    """A producer's view of a :class:`Queue` (from :meth:`Queue.writer`; persisting's
+    ``QueueWriter``): the queue's own ``put``, ``put_batch`` and ``flush`` (the bound
+    methods themselves, so the same signatures and errors), on the queue's buffer: records
+    put through a writer and through the queue go out together, in order.
+
+    Attributes:
+        queue: the queue written to.
+        put: :meth:`Queue.put` of ``queue``.
+        put_batch: :meth:`Queue.put_batch` of ``queue``.
+        flush: :meth:`Queue.flush` of ``queue``.
+    """
+
+    def __init__(self, queue: Queue) -> None:
+        self.queue = queue
+        self.put = queue.put
+        self.put_batch = queue.put_batch
+        self.flush = queue.flush
+
+    def __repr__(self) -> str:
+        return f"data.Writer({self.queue!r})"
+
+
+def _check_offset(offset: int | None) -> None:
+    """Refuse an offset that is not a record position (None: the object's cursor)."""
+    if offset is not None and (not isinstance(offset, int) or isinstance(offset, bool) or offset < 0):
+        raise errors.InvalidError(
+            f"invalid offset {offset!r}: a record position ≥ 0", field="offset", value=str(offset), rule="an integer ≥ 0"
+        )
 
 
 def _stale_version(body: dict[str, Any], stale_version: str | None) -> None:
