@@ -32,12 +32,14 @@ func (r *Reader) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, err
 }
 
 // GetData reads the fields of meta for its samples, in meta.Indexes order. The batch
-// is columnar (Arrow; Batch.Rows converts to rows). Errors: *InvalidError (nil meta, an
-// index outside [0, 2^63−1): CheckIndexes), *NotFoundError for indexes that were never put or were cleared, ErrClosed, I/O
-// errors.
+// is columnar (Arrow; Batch.Rows converts to rows). The indexes are global; a
+// meta.Partition reads only that partition's records (an index of another partition is
+// not found in it), "" reads any partition's. Errors: *InvalidError (nil meta, an index
+// outside [0, 2^63−1), a bad partition name: CheckGetData), *NotFoundError for indexes
+// that were never put in meta.Partition or were cleared, ErrClosed, I/O errors.
 func (r *Reader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
 	if meta != nil {
-		if err := CheckIndexes(meta.Indexes); err != nil {
+		if err := CheckGetData(meta); err != nil {
 			return nil, err
 		}
 	}

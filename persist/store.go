@@ -37,7 +37,9 @@ type Store interface {
 	// GetMeta hands out samples for a task as MetaRequest says (sampler by name,
 	// consumption marked in the same transaction unless deferred, waiting if asked).
 	GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, error)
-	// GetData reads the fields of meta for its indexes, in meta.Indexes order.
+	// GetData reads the fields of meta for its indexes, in meta.Indexes order; a
+	// meta.Partition reads only that partition's records (*NotFoundError naming it for an
+	// index of another), "" any partition's.
 	GetData(ctx context.Context, meta *BatchMeta) (*Batch, error)
 	// Produced reports, for each index, which of fields it has.
 	Produced(ctx context.Context, partition string, indexes []int64, fields []string) ([][]bool, error)

@@ -95,6 +95,17 @@ func CheckIndexes(indexes []int64) error {
 	return nil
 }
 
+// CheckGetData checks what every store refuses of a GetData of meta whatever its queue
+// holds: an index outside [0, 2^63−1) (CheckIndexes) or a partition no put can name
+// (CheckPartitionFilter; "" reads by global index in every partition). Errors:
+// *InvalidError.
+func CheckGetData(meta *BatchMeta) error {
+	if err := CheckIndexes(meta.Indexes); err != nil {
+		return err
+	}
+	return CheckPartitionFilter(meta.Partition)
+}
+
 // CheckReadArgs checks the arguments of a Scan (offset ≥ 0, limit ≥ 1, a valid shard
 // and partition name). Errors: *InvalidError.
 func CheckReadArgs(offset int64, limit int, opts *GetOpts) error {

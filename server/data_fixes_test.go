@@ -84,6 +84,28 @@ func TestDataIndexesOutOfRange(t *testing.T) {
 	dataErr(t, post("/consumption/mark", `{"task": "m", "indexes": [1000]}`), 404, "not_found")
 }
 
+// TestDataGetNamesPartition: POST D/data naming a partition reads only its records
+// (before, any partition's record of the global index was answered): an index of another
+// partition is 404 not_found naming the partition, a bad partition name 400 invalid, no
+// partition reads by global index.
+func TestDataGetNamesPartition(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	post := func(path, body string) *response {
+		return b.do(t, "POST", D+path, api.ContentTypeJSON, []byte(body), "")
+	}
+	require.Equal(t, 200, post("/records", `{"partition": "a", "records": [{"x": 0}]}`).status)
+	require.Equal(t, 200, post("/records", `{"partition": "b", "records": [{"x": 1}]}`).status)
+	e := dataErr(t, post("/data", `{"indexes": [1, 0], "fields": ["x"], "partition": "b"}`), 404, "not_found")
+	require.Contains(t, e.Message, `not found in partition "b": index 0`)
+	require.NotContains(t, e.Message, "index 1")
+	dataErr(t, post("/data", `{"indexes": [0], "fields": ["x"], "partition": "../b"}`), 400, "invalid")
+	for _, body := range []string{`{"indexes": [1], "fields": ["x"], "partition": "b"}`, `{"indexes": [1, 0], "fields": ["x"]}`} {
+		r := post("/data", body)
+		require.Equal(t, 200, r.status, "%s: %s", body, r.body)
+	}
+}
+
 // TestDataSmallNits: messages a trial found unclear (no Go type names, null said as
 // null), a partition given twice that differs, a negative version (found by a trial).
 func TestDataSmallNits(t *testing.T) {

@@ -546,13 +546,13 @@ func (s *Server) handleDataGet(w http.ResponseWriter, r *http.Request, p *princi
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
-	if err := persist.CheckIndexes(req.Indexes); err != nil {
+	meta := &persist.BatchMeta{Indexes: req.Indexes, Size: len(req.Indexes), Partition: req.Partition, Task: req.Task}
+	if err := persist.CheckGetData(meta); err != nil {
 		return err
 	}
 	if err := persist.CheckAnswerCount("indexes", int64(len(req.Indexes)), 0, "; read more indexes in several requests"); err != nil {
 		return err
 	}
-	meta := &persist.BatchMeta{Indexes: req.Indexes, Size: len(req.Indexes), Partition: req.Partition, Task: req.Task}
 	fields := req.Fields
 	if fields == nil {
 		sc, err := dq.store.Schema(r.Context())

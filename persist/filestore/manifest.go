@@ -279,6 +279,11 @@ func partitionSpans(ctx context.Context, tx queryer, partition string, lo int64)
 	return loadSpans(ctx, tx, `SELECT lo, hi FROM segments WHERE partition = ? AND hi > ? ORDER BY lo`, partition, lo)
 }
 
+// partitionSpansIn returns the index spans of partition that meet [lo, hi].
+func partitionSpansIn(ctx context.Context, tx queryer, partition string, lo, hi int64) (record.IndexSet, error) {
+	return loadSpans(ctx, tx, `SELECT lo, hi FROM segments WHERE partition = ? AND hi > ? AND lo <= ? ORDER BY lo`, partition, lo, hi)
+}
+
 // partitionsOf returns the partition of each of the sorted indexes idx.
 func partitionsOf(ctx context.Context, tx queryer, idx []int64) ([]string, error) {
 	out := make([]string, len(idx))

@@ -412,8 +412,7 @@ func (t *wtx) partitionSet(partition string, s record.IndexSet) (record.IndexSet
 	if err := t.syncPuts(); err != nil {
 		return nil, err
 	}
-	segs, err := loadSpans(t.ctx, t, `SELECT lo, hi FROM segments WHERE partition = ? AND hi > ? AND lo <= ? ORDER BY lo`,
-		partition, s[0].Lo, s[len(s)-1].Hi-1)
+	segs, err := partitionSpansIn(t.ctx, t, partition, s[0].Lo, s[len(s)-1].Hi-1)
 	if err != nil {
 		return nil, err
 	}

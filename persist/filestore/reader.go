@@ -627,10 +627,10 @@ func (q *fileQueue) batchMeta(ctx context.Context, rq *persist.MetaRequest, idx 
 	return m, nil
 }
 
-// GetData reads the fields of meta for its samples, in meta.Indexes order. The batch
-// is columnar (Arrow; Batch.Rows converts to rows). Errors: *InvalidError (nil meta),
-// *NotFoundError for indexes that were never put or were cleared, ErrClosed, I/O
-// errors.
+// GetData reads the fields of meta for its samples, in meta.Indexes order, of
+// meta.Partition ("" any). The batch is columnar (Arrow; Batch.Rows converts to rows).
+// Errors: *InvalidError (nil meta), *NotFoundError for indexes that were never put in
+// meta.Partition or were cleared, ErrClosed, I/O errors.
 func (r *fileReader) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.Batch, error) {
 	if meta == nil {
 		return nil, &persist.InvalidError{Field: "meta", Value: nil, Rule: "the batch metadata returned by GetMeta"}
@@ -657,15 +657,22 @@ func (r *fileReader) GetData(ctx context.Context, meta *persist.BatchMeta) (*per
 	return q.readData(ctx, meta.Partition, meta.FieldNames(), meta.Indexes, true)
 }
 
-// readData reads fields of the samples indexes (none empty), in that order: GetData's
-// read, counted in Stats.Gets when count is set (a read ahead of its hand-out counts
-// when it is handed out). Errors: *NotFoundError for indexes never put or cleared, I/O
-// errors.
+// readData reads fields of the samples indexes (none empty) of partition ("" any), in
+// that order: GetData's read, counted in Stats.Gets when count is set (a read ahead of
+// its hand-out counts when it is handed out). Errors: *NotFoundError for indexes never
+// put in partition or cleared, I/O errors.
 func (q *fileQueue) readData(ctx context.Context, partition string, fields []string, indexes []int64, count bool) (*persist.Batch, error) {
 	sorted := record.SortedUnique(append([]int64(nil), indexes...))
-	b, err := q.readBatchCounted(ctx, fields, func(_ queryer, s *snapshot) ([]int64, error) {
-		want := record.SetOf(sorted)
-		if err := record.IndexesNotFound(partition, want.Minus(record.IndexSet{{Lo: 0, Hi: s.next}}.Minus(s.tomb))); err != nil {
+	b, err := q.readBatchCounted(ctx, fields, func(tx queryer, s *snapshot) ([]int64, error) {
+		have := record.IndexSet{{Lo: 0, Hi: s.next}}.Minus(s.tomb)
+		if partition != "" {
+			in, err := partitionSpansIn(ctx, tx, partition, sorted[0], sorted[len(sorted)-1])
+			if err != nil {
+				return nil, err
+			}
+			have = have.Intersect(in)
+		}
+		if err := record.IndexesNotFound(partition, record.SetOf(sorted).Minus(have)); err != nil {
 			return nil, err
 		}
 		return sorted, nil

@@ -265,8 +265,9 @@ func widenForHash(v any, k persist.Kind) any {
 	return v
 }
 
-// GetData implements persist.Store. Errors: *persist.InvalidError (nil meta, unknown
-// field), *persist.NotFoundError for indexes never put or cleared, ErrClosed.
+// GetData implements persist.Store: the records of meta.Partition ("" any). Errors:
+// *persist.InvalidError (nil meta, unknown field), *persist.NotFoundError for indexes
+// never put in meta.Partition or cleared, ErrClosed.
 func (s *Store) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.Batch, error) {
 	if meta == nil {
 		return nil, &persist.InvalidError{Field: "meta", Value: nil, Rule: "the batch metadata returned by GetMeta"}
@@ -280,7 +281,7 @@ func (s *Store) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.
 	// One snapshot, one round trip: the queue's row, its tombstones, and the catalog's part
 	// of the load (read even when an index turns out missing: then it is not used).
 	var st *queueState
-	var tomb record.IndexSet
+	var tomb, inPartition record.IndexSet
 	var loaded *loading
 	err := s.viewBatch(ctx, func(batch *pgx.Batch) {
 		batch.Queue(queueRowSQL, s.name).QueryRow(func(row pgx.Row) error {
@@ -294,6 +295,14 @@ func (s *Store) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.
 			return err
 		})
 		if len(sorted) > 0 {
+			if meta.Partition != "" {
+				sql, args := s.segmentsQuery(meta.Partition, sorted[0], sorted[len(sorted)-1]+1)
+				batch.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+					segs, err := scanSegments(rows)
+					inPartition = spansOfSegments(segs)
+					return err
+				})
+			}
 			loaded = s.queueLoad(batch, sorted)
 		}
 	})
@@ -314,7 +323,11 @@ func (s *Store) GetData(ctx context.Context, meta *persist.BatchMeta) (*persist.
 		if err != nil {
 			return nil, err
 		}
-		if err := record.IndexesNotFound(meta.Partition, want.Minus(record.IndexSet{{Lo: 0, Hi: st.next}}.Minus(tomb))); err != nil {
+		have := record.IndexSet{{Lo: 0, Hi: st.next}}.Minus(tomb)
+		if meta.Partition != "" {
+			have = have.Intersect(inPartition)
+		}
+		if err := record.IndexesNotFound(meta.Partition, want.Minus(have)); err != nil {
 			return nil, err
 		}
 		// The fragments named in the snapshot are immutable and never deleted (the sweep

@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"GetMetaConsumption", testGetMetaConsumption},
 		{"GetMetaWait", testGetMetaWait},
 		{"GetBatch", testGetBatch},
+		{"GetDataInPartition", testGetDataInPartition},
 		{"UnknownFieldWarned", testUnknownFieldWarned},
 		{"SamplersByName", testSamplersByName},
 		{"RankAwareDeferConsume", testRankAwareDeferConsume},
@@ -356,6 +357,51 @@ func testGetMetaWait(t *testing.T, q *persist.Queue) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("a waiting GetMeta did not see the rows put after it started")
 	}
+}
+
+// testGetDataInPartition: GetData naming a partition reads only that partition's
+// records: a global index of another partition is not found in it (as PutFields and
+// ClearSamples answer), named in the error, and nothing is read; "" reads by global index
+// whatever the partition (a read's partition filter); a partition no put can name is
+// refused as invalid.
+func testGetDataInPartition(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	r := q.Reader()
+	a := putN(t, q, "a", 2, func(i int) persist.Record { return persist.Record{"x": i} })
+	b := putN(t, q, "b", 2, func(i int) persist.Record { return persist.Record{"x": 10 + i} })
+	fields := []persist.FieldMeta{{Name: "x"}}
+	read := func(partition string, idx ...int64) ([]persist.Row, error) {
+		t.Helper()
+		batch, err := r.GetData(ctx, &persist.BatchMeta{Indexes: idx, Size: len(idx), Partition: partition, Fields: fields})
+		if err != nil {
+			return nil, err
+		}
+		defer batch.Release()
+		return batch.Rows()
+	}
+	rows, err := read("b", b[1], b[0])
+	require.NoError(t, err)
+	require.Equal(t, []int64{b[1], b[0]}, indexes(rows))
+	require.Equal(t, []string{"b", "b"}, []string{rows[0].Partition, rows[1].Partition})
+	require.EqualValues(t, 11, rows[0].Fields["x"])
+
+	_, err = read("b", b[0], a[1])
+	require.ErrorIs(t, err, persist.ErrNotFound, "an index of partition a is not in b")
+	var nf *persist.NotFoundError
+	require.ErrorAs(t, err, &nf)
+	require.Equal(t, "b", nf.Partition)
+	require.Equal(t, []int64{a[1]}, nf.Indexes, "the index not in the partition, only it")
+	require.Contains(t, err.Error(), `in partition "b"`)
+	_, err = read(persist.DefaultPartition, a[0])
+	require.ErrorIs(t, err, persist.ErrNotFound, "nothing was put in the default partition")
+
+	rows, err = read("", b[0], a[0])
+	require.NoError(t, err, "no partition named: by global index, any partition")
+	require.Equal(t, []int64{b[0], a[0]}, indexes(rows))
+	require.Equal(t, []string{"b", "a"}, []string{rows[0].Partition, rows[1].Partition})
+
+	_, err = read("../b", b[0])
+	require.ErrorIs(t, err, persist.ErrInvalid, "a partition no put can name")
 }
 
 // testGetBatch: Reader.GetBatch (one request over HTTP) hands out and reads in one call:
