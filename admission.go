@@ -138,7 +138,9 @@ func (q *Queue) Paused(ctx context.Context) (bool, error) {
 }
 
 // ConcurrencyKeys returns the queue's concurrency keys with jobs claimable or running now,
-// the most running first (at most 100; from Dispatch.QueueStats).
+// or held back by a worker's "slow down" (RateLimited: KeyStats.RateWait says how long,
+// also when the key's only job waits out the hold), the most running first (at most 100;
+// from Dispatch.QueueStats).
 func (q *Queue) ConcurrencyKeys(ctx context.Context) ([]KeyStats, error) {
 	stats, err := q.d.drv.QueueStatsList(ctx, q.opts.Namespace)
 	if err != nil {

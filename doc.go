@@ -181,8 +181,8 @@ how many invocations of one key run at once, KeyWeights shares claims among keys
 by default), and KeyRateLimit bounds the starts per second of each key. A handler that meets
 a rate limit downstream returns [RateLimited](key, retryAfter): its job goes back to the
 queue without consuming an attempt and the key is held back for as long.
-[Queue.ConcurrencyKeys] shows each key with jobs claimable or running: its counts, limit and
-rate wait
+[Queue.ConcurrencyKeys] shows each key with jobs claimable or running, or held back by such
+an answer: its counts, limit and rate wait
 (docs/semantics.md, "Concurrency keys and fair share", "Rate limits per key").
 
 	err := q.SetAdmission(ctx, lakeshore.Admission{ConcurrencyLimit: 2, KeyRateLimit: 10})

@@ -420,8 +420,9 @@ type QueueStats struct {
 	// Paused is true while the queue is paused (PUT …/pause): it accepts submits, and no
 	// claim takes its invocations. Absent when false.
 	Paused bool `json:"paused,omitzero" msg:"paused,omitempty"`
-	// Keys are the queue's concurrency keys with jobs claimable or running, the most
-	// running first (at most 100). Absent when none.
+	// Keys are the queue's concurrency keys with jobs claimable or running, or held back
+	// by a worker's "slow down" (rate_wait > 0), the most running first (at most 100).
+	// Absent when none.
 	Keys []KeyStats `json:"keys,omitzero" msg:"keys,omitempty"`
 }
 

@@ -201,9 +201,11 @@ type QueueStats struct {
 	// Paused is true while the queue is paused (Driver.QueuePause): it accepts submits,
 	// and no claim takes its invocations.
 	Paused bool
-	// Keys are the queue's concurrency keys with jobs claimable or running now, the most
-	// running first, then by key; at most KeyStatsMax of them (nil: none), those with jobs
-	// claimable kept before those that only run some, so a key holding back a due job is
-	// listed whenever any is (a worker's ExitWhenIdle reads their Queued).
+	// Keys are the queue's concurrency keys with jobs claimable or running now, or held
+	// back by a worker's "slow down" hold (OutcomeRateLimited; its RateWait says how
+	// long, also for a key whose only job waits out the hold, or that has no job), the
+	// most running first, then by key; at most KeyStatsMax of them (nil: none), those with
+	// jobs claimable kept before those that only run some, so a key holding back a due job
+	// is listed whenever any is (a worker's ExitWhenIdle reads their Queued).
 	Keys []KeyStats
 }

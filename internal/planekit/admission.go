@@ -158,15 +158,17 @@ func DecodeConcurrency(b []byte, a *plane.Admission) error {
 
 // KeyStatsSQL reads the concurrency keys of QueueStatsList (plane.QueueStats.Keys): at most
 // plane.KeyStatsMax per queue, most running first, for the namespace {ns} ("" for all);
-// keys with nothing queued or running (rows kept for their rate state) are not listed.
-// When a queue has more keys, those with jobs claimable are kept before those that only
-// run some, so a key holding back a due job is always among them while any is (what a
-// worker's ExitWhenIdle reads). {s} is the plane's table prefix ("" or "schema.") and {ns}
-// its parameter.
+// keys with nothing queued or running are listed only while a worker's "slow down" hold
+// (next_ms, OutcomeRateLimited) runs past {now} (Unix milliseconds): a key whose only
+// job waits out the hold is shown held back, while a row kept only for its token bucket
+// is not listed. When a queue has more keys, those with jobs claimable are kept before
+// those that only run some, and those before the held ones, so a key holding back a due
+// job is always among them while any is (what a worker's ExitWhenIdle reads). {s} is the
+// plane's table prefix ("" or "schema."), {ns} and {now} its parameters.
 const KeyStatsSQL = `SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight, tokens, tokens_ms, next_ms FROM (
 	SELECT namespace, queue, concurrency_key, queued, running, limit_n, weight, tokens, tokens_ms, next_ms,
 		row_number() OVER (PARTITION BY namespace, queue ORDER BY queued > 0 DESC, running DESC, concurrency_key) AS n
-	FROM {s}concurrency_keys WHERE ({ns} = '' OR namespace = {ns}) AND (queued > 0 OR running > 0)) AS k
+	FROM {s}concurrency_keys WHERE ({ns} = '' OR namespace = {ns}) AND (queued > 0 OR running > 0 OR next_ms > {now})) AS k
 	WHERE n <= 100 ORDER BY namespace, queue, running DESC, concurrency_key`
 
 // KeyLimitsSQL are the SQL expressions, in Statements.Common's form ({s}.table, $N), of

@@ -109,11 +109,12 @@ func (v Verbs) QueueStatsList(ctx context.Context, namespace string) ([]plane.Qu
 		}
 		out[i].Admission = &b.a.Admission
 	}
-	keys, err := v.db.Query(ctx, v.st.StatsKeys, namespace)
+	now := v.p.Now()
+	keys, err := v.db.Query(ctx, v.st.StatsKeys, namespace, now.UnixMilli())
 	if err != nil {
 		return nil, v.db.Failure(ctx, fmt.Errorf("queue stats: %w", err))
 	}
-	out, err = AddKeyStats(out, keys, v.p.Now())
+	out, err = AddKeyStats(out, keys, now)
 	keys.Close()
 	if err != nil {
 		return nil, err

@@ -111,7 +111,7 @@ func kitStatements(schema string) *planekit.Statements {
 		Row: s(`SELECT ` + rowColumns + ` FROM {s}.invocations WHERE id = $1`),
 		StatsCounts: s(`SELECT namespace, queue, state, sum(n)::bigint FROM {s}.counts
 			WHERE $1 = '' OR namespace = $1 GROUP BY namespace, queue, state ORDER BY namespace, queue`),
-		StatsKeys: strings.NewReplacer("{s}", schema+".", "{ns}", "$1").Replace(planekit.KeyStatsSQL),
+		StatsKeys: strings.NewReplacer("{s}", schema+".", "{ns}", "$1", "{now}", "$2").Replace(planekit.KeyStatsSQL),
 		DemandShapes: s(`SELECT s.namespace, s.queue, s.shape, s.requirement, COALESCE(sum(c.queued), 0)::bigint, COALESCE(sum(c.running), 0)::bigint,
 			(SELECT i.available_ms FROM {s}.invocations i
 				WHERE i.namespace = s.namespace AND i.queue = s.queue AND i.shape = s.shape AND i.state = -3 ORDER BY i.id LIMIT 1)

@@ -633,7 +633,8 @@ func testRateLimits(t *testing.T, s *suite) {
 	t.Run("HoldOfEmptiedKey", func(t *testing.T) {
 		// A worker's "slow down" for its key's only job holds the key back although the
 		// key has nothing queued or running once the job is re-queued with its delay: a job
-		// of the key submitted during the hold waits; both start when it has passed.
+		// of the key submitted during the hold waits; both start when it has passed. The
+		// key is listed (QueueStats.Keys) while held back, saying for how long.
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})
 		first := b.submit(t, plane.SubmitParams{ConcurrencyKey: "api"})[0].ID
@@ -641,6 +642,9 @@ func testRateLimits(t *testing.T, s *suite) {
 		must(t, b.settle(t, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeRateLimited,
 			RetryDelay: 10 * time.Second, RateLimitKey: "api"}), "rate-limited settle")
 		b.maintain(t) // keeps the hold
+		b.advance(4 * time.Second)
+		require.Equal(t, map[string]plane.KeyStats{"api": {Key: "api", Weight: 1, RateWait: 6 * time.Second}}, b.keyStats(t),
+			"the held key is listed although its only job waits out the hold")
 		second := b.submit(t, plane.SubmitParams{ConcurrencyKey: "api"})[0].ID
 		b.requireNothingClaimable(t)
 		b.advance(10 * time.Second)
@@ -657,10 +661,17 @@ func testRateLimits(t *testing.T, s *suite) {
 		j := b.claimID(t, b.submit(t, plane.SubmitParams{ConcurrencyKey: "caller"})[0].ID)
 		must(t, b.settle(t, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeRateLimited,
 			RetryDelay: 10 * time.Second, RateLimitKey: "upstream"}), "rate-limited settle")
+		require.Equal(t, plane.KeyStats{Key: "upstream", Weight: 1, RateWait: 10 * time.Second}, b.keyStats(t)["upstream"],
+			"a held key is listed before it has a job")
 		b.submitKeyed(t, "upstream", 1)
 		b.requireNothingClaimable(t)
 		b.advance(10 * time.Second)
-		require.Equal(t, map[string]int{"caller": 1, "upstream": 1}, keysOf(b.claim(t, plane.ClaimParams{Max: 10, Worker: "w"})))
+		jobs := b.claim(t, plane.ClaimParams{Max: 10, Worker: "w"})
+		require.Equal(t, map[string]int{"caller": 1, "upstream": 1}, keysOf(jobs))
+		for _, j := range jobs {
+			b.ack(t, j, "ok")
+		}
+		require.Empty(t, b.keyStats(t), "the hold over and no jobs: no key listed")
 	})
 
 	t.Run("KeyRateLimitOfEmptiedKey", func(t *testing.T) {

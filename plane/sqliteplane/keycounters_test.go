@@ -281,8 +281,10 @@ func joinLines(l []string) string {
 	return s
 }
 
-// requireStatsMatchCounters: QueueStatsList's Keys equal the counts of the jobs (read
-// before and after the stats, again when a promotion by the writer's alarm came between).
+// requireStatsMatchCounters: QueueStatsList's Keys equal the counts of the jobs, plus the
+// keys a worker's "slow down" holds back now (next_ms after the driver's clock) listed
+// with the counts of their jobs, none when the only one waits out the hold (read before
+// and after the stats, again when a promotion by the writer's alarm came between).
 func requireStatsMatchCounters(t *testing.T, d *Driver) {
 	t.Helper()
 	ctx := context.Background()
@@ -298,6 +300,16 @@ func requireStatsMatchCounters(t *testing.T, d *Driver) {
 			require.NoError(t, rows.Scan(&q, &k, &a, &b))
 			want[q+"/"+k] = [2]int64{a, b}
 		}
+		held, err := d.readDB.QueryContext(ctx, `SELECT queue, concurrency_key FROM concurrency_keys
+			WHERE namespace = 'default' AND next_ms > ?`, d.cfg.Now().UnixMilli())
+		require.NoError(t, err)
+		defer held.Close()
+		for held.Next() {
+			var q, k string
+			require.NoError(t, held.Scan(&q, &k))
+			want[q+"/"+k] = want[q+"/"+k] // listed, with the counts of its jobs if it has any
+		}
+		require.NoError(t, held.Err())
 		return want
 	}
 	for try := 0; ; try++ {

@@ -139,7 +139,7 @@ func kitStatements() *planekit.Statements {
 		RowSeq: true,
 		StatsCounts: `SELECT namespace, queue, state, SUM(n) FROM counts
 			WHERE ?1 = '' OR namespace = ?1 GROUP BY namespace, queue, state ORDER BY namespace, queue`,
-		StatsKeys: strings.NewReplacer("{s}", "", "{ns}", "?1").Replace(planekit.KeyStatsSQL),
+		StatsKeys: strings.NewReplacer("{s}", "", "{ns}", "?1", "{now}", "?2").Replace(planekit.KeyStatsSQL),
 		DemandShapes: `SELECT s.namespace, s.queue, s.shape, s.requirement, COALESCE(c.queued, 0), COALESCE(c.running, 0),
 			(SELECT i.available_ms FROM invocations i INDEXED BY invocations_shaped
 				WHERE i.namespace = s.namespace AND i.queue = s.queue AND i.shape = s.shape AND i.state = -3 ORDER BY i.id LIMIT 1)

@@ -307,7 +307,8 @@ class Admission:
 
 @dataclasses.dataclass(frozen=True)
 class KeyStats:
-    """A concurrency key of a queue with jobs claimable or running now (Go
+    """A concurrency key of a queue with jobs claimable or running now, or held back by
+    a worker's "slow down" (``rate_wait`` > 0) (Go
     ``lakeshore.KeyStats``, HTTP ``GET …/stats``'s ``keys``, ``lakeshore queue get``).
 
     Attributes:
@@ -1220,8 +1221,9 @@ class QueueCore:
         return {str(k): int(v) for k, v in (ans.get("counts") or {}).items()}
 
     async def concurrency_keys(self) -> list[KeyStats]:
-        """The queue's concurrency keys with jobs claimable or running, most running first
-        (at most 100, those with jobs claimable kept before those that only run some)."""
+        """The queue's concurrency keys with jobs claimable or running, or held back by a
+        worker's "slow down", most running first (at most 100, those with jobs claimable
+        kept before those that only run some)."""
         ans = await self._call("GET", self.path + "/stats", retry="safe")
         return [_key_stats(k) for k in ans.get("keys") or []]
 
@@ -2027,9 +2029,10 @@ class SyncQueue:
         return self._d.run(self._core.stats())
 
     def concurrency_keys(self) -> builtins.list[KeyStats]:
-        """The queue's concurrency keys with jobs claimable or running now, the most running
-        first (at most 100, those with jobs claimable kept before those that only run
-        some): each one's queued and running jobs, limit, weight, token bucket
+        """The queue's concurrency keys with jobs claimable or running now, or held back by
+        a worker's "slow down" (a key whose only job waits out the hold too), the most
+        running first (at most 100, those with jobs claimable kept before those that only
+        run some): each one's queued and running jobs, limit, weight, token bucket
         and ``rate_wait``, the seconds until its rate limit or a worker's "slow down" hold
         lets it start a job (docs/semantics.md, "Rate limits per key")."""
         return self._d.run(self._core.concurrency_keys())
