@@ -251,6 +251,26 @@ def _echo_ids(head: bytes, body: bytes) -> bytes:
     return _answer({"id": sent["id"]})
 
 
+def _holding_the_first(stubs: list[_Stub]) -> tuple[_Stub, HttpDispatch, threading.Event, threading.Event]:
+    """A stub that answers each submit with the ids it carries, holding the first request
+    (``held`` set as it comes) until ``release`` is set (at most 30 s): the dispatch, held
+    and release."""
+    held = threading.Event()
+    release = threading.Event()
+
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        if len(s.requests) == 1:
+            held.set()
+            end = time.monotonic() + 30
+            while not release.is_set() and time.monotonic() < end:
+                await asyncio.sleep(0.005)
+        w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
+        return True
+
+    s, d = _dispatch(stubs, handler)
+    return s, d, held, release
+
+
 def _submit_from_threads(q: SyncQueue, n: int, first_sent: Callable[[], bool]) -> list[str | BaseException]:
     """n threads submit one payload each: the first alone, the others once its request
     reached the server (first_sent) and while it is held there."""
@@ -430,22 +450,10 @@ def test_a_combined_batch_dropped_or_refused_sends_each_submit_its_own_way(stubs
 def test_an_interrupted_waiting_submit_is_not_sent_and_the_others_go_on(stubs: list[_Stub]) -> None:
     # Ctrl-C on the main thread while its submit waits behind another thread's request: it
     # is dropped unsent (KeyboardInterrupt), and the queue's submits go on afterwards.
-    held = asyncio.Event()
     # The first request is held until the interrupt was seen (not for a fixed time: on a
     # loaded machine the interrupted submit could start after a timed hold had ended, and
     # then go through uninterrupted).
-    release = threading.Event()
-
-    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
-        if len(s.requests) == 1:
-            held.set()
-            end = time.monotonic() + 30
-            while not release.is_set() and time.monotonic() < end:
-                await asyncio.sleep(0.01)
-        w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
-        return True
-
-    s, d = _dispatch(stubs, handler)
+    s, d, held, release = _holding_the_first(stubs)
     # SIGINT must raise KeyboardInterrupt here whatever handler the process has now.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
@@ -512,18 +520,7 @@ def test_a_submit_interrupted_twice_as_it_is_handed_the_next_batch_sends_it(
     # is sent: the other caller of that batch gets its id, and the queue's blocking submits
     # go on. Before, the second interrupt left the batch unsent and its callers, and every
     # later blocking submit of the queue, waiting forever.
-    held = asyncio.Event()
-    release = threading.Event()
-
-    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
-        if len(s.requests) == 1:
-            held.set()
-            while not release.is_set():
-                await asyncio.sleep(0.005)
-        w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
-        return True
-
-    s, d = _dispatch(stubs, handler)
+    s, d, held, release = _holding_the_first(stubs)
     interrupted = threading.current_thread()
 
     class _Interrupted:
@@ -591,6 +588,68 @@ def test_a_submit_interrupted_twice_as_it_is_handed_the_next_batch_sends_it(
         assert out == {"first": sent[0]["id"], "other": batch[2]}
         assert q.submit(3) == msgpack.unpackb(s.bodies[-1])["id"]  # the queue's submits go on
     finally:
+        release.set()
+        d.close()
+
+
+def test_a_submit_from_a_signal_handler_during_a_submit_raises_at_once(stubs: list[_Stub]) -> None:
+    # A SIGUSR1 handler (user code, as a SIGTERM handler that submits a last job) submits
+    # while the main thread's own blocking submit is in flight, its request held by the
+    # server. The handler's submit cannot wait for the submit it interrupted (that one goes
+    # on only once the handler returns), so it raises RuntimeError at once, sending
+    # nothing, and the interrupted submit then gets its id. Before, the handler's submit
+    # queued behind the request its own thread was sending and waited forever (here a
+    # watchdog's SIGUSR2 after 10 s ends the wait with Hung).
+    s, d, held, release = _holding_the_first(stubs)
+    q = SyncQueue("q", dispatch=d)
+    got: dict[str, object] = {}
+
+    class Hung(Exception):
+        pass
+
+    def on_usr1(_signum: int, _frame: object) -> None:
+        started = time.monotonic()
+        try:
+            got["nested"] = q.submit(2)
+        except RuntimeError as e:
+            got["error"] = e
+        finally:
+            got["seconds"] = time.monotonic() - started
+            release.set()
+
+    def on_usr2(_signum: int, _frame: object) -> None:
+        raise Hung("the handler's submit waited for the submit it interrupted")
+
+    main = threading.main_thread().ident
+    assert main is not None and threading.get_ident() == main, "signal handlers run on the main thread"
+
+    def signal_when_held() -> None:
+        # A real signal, sent to the main thread (os.kill may wake another thread instead,
+        # leaving the main thread's read uninterrupted) while its request is held.
+        if held.wait(10):
+            signal.pthread_kill(main, signal.SIGUSR1)
+        if not release.wait(10):
+            signal.pthread_kill(main, signal.SIGUSR2)
+
+    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
+    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
+    try:
+        threading.Thread(target=signal_when_held, daemon=True).start()
+        first = q.submit(1)
+        assert "nested" not in got, got
+        assert isinstance(got.get("error"), RuntimeError), got
+        assert "signal handler" in str(got["error"]) and "'q'" in str(got["error"]), got["error"]
+        assert isinstance(got["seconds"], float) and got["seconds"] < 1, got
+        assert len(s.bodies) == 1, "the handler's submit sent nothing"
+        assert first == msgpack.unpackb(s.bodies[0])["id"]
+        assert q.submit(3) == msgpack.unpackb(s.bodies[-1])["id"]  # the queue's submits go on
+        # A handler that interrupts no submit of its thread submits as usual.
+        signal.pthread_kill(main, signal.SIGUSR1)
+        time.sleep(0.05)  # the handler runs at the next bytecode of the main thread
+        assert got.get("nested") == msgpack.unpackb(s.bodies[-1])["id"], got
+    finally:
+        signal.signal(signal.SIGUSR1, old_usr1)
+        signal.signal(signal.SIGUSR2, old_usr2)
         release.set()
         d.close()
 

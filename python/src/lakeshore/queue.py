@@ -758,6 +758,11 @@ request they join spares the daemon a request and a commit (docs/benchmarks-pyth
 "Eight threads: the next request waits for the callers just answered")."""
 
 
+_submitting = threading.local()
+"""``active`` is set on a thread while it is inside :meth:`QueueCore.submit_blocking` (of
+any queue: the blocking connections are shared by the queues of a server)."""
+
+
 class _Combining:
     """The blocking submits of one queue: whether a request is in flight or being gathered
     (``sending``), the submits waiting for the next, and, between a batch's answer and the
@@ -978,10 +983,30 @@ class QueueCore:
         every caller gets its own answer.
 
         Raises:
-            RuntimeError: called on the client loop's own thread."""
+            RuntimeError: called on the client loop's own thread, or on a thread whose own
+                blocking submit it interrupted (a signal handler, or a finalizer, run in
+                the middle of it): that submit may hold the locks this one needs, or be
+                the request in flight this one would wait behind, and it goes on only
+                once the handler returns. Raised at once, sending nothing."""
         portal = self.dispatch._portal
         if portal.in_portal():
             return wait_future(portal, lambda: self.submit_future(body))  # raises RuntimeError, sends nothing
+        if getattr(_submitting, "active", False):
+            raise RuntimeError(
+                f"submit to queue {self.name!r} from a signal handler (or a finalizer) that interrupted a "
+                "submit of the same thread: it would wait for that submit, which goes on only once the "
+                "handler returns; set a flag in the handler and submit after it returns, or have another "
+                "thread submit without waiting for it in the handler"
+            )
+        try:
+            _submitting.active = True  # inside the try: an interrupt right after it clears it
+            return self._submit_combined(body)
+        finally:
+            _submitting.active = False
+
+    def _submit_combined(self, body: dict[str, Any]) -> str:
+        """:meth:`submit_blocking` on a thread of its caller's (not in a submit already)."""
+        portal = self.dispatch._portal
         combined = self._combined
         me = _CombinedSubmit(body)
         with combined.lock:
