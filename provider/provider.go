@@ -151,6 +151,18 @@ type LogLocator interface {
 	LogPath(id string) string
 }
 
+// ExitReporter is a Provider that knows how a launch's process ended: the local provider,
+// whose launches are its children (their wait status). When a launch ends without being
+// stopped, the supervisor's "worker failed failure=ended" line adds exit_code=CODE, or
+// exit_signal=NAME for a process a signal ended (the OOM killer's SIGKILL). Providers that
+// learn no exit status of their own (SLURM, SSH, Kubernetes) do not implement it.
+type ExitReporter interface {
+	// ExitStatus returns launch id's exit code, or -1 and the name of the signal that
+	// ended it ("SIGKILL"); ok false when it does not know (still running, started by
+	// another process, or already reported: each is reported once).
+	ExitStatus(id string) (code int, signal string, ok bool)
+}
+
 // WithOffers returns command with `--offers OFFERS` added when it runs `lakeshore worker`
 // (its program's base name is lakeshore and its first argument worker) and gives no
 // --offers itself: before a `--` that ends the worker's options, else at the end. Other

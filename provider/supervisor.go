@@ -714,7 +714,7 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		if s.cfg.DryRun {
 			continue // perhaps the acting supervisor stopped it: not ours to count
 		}
-		s.fail(tr.shape(shape), now, labels, shape, "ended", id, s.launchLog(p, id, policy)...)
+		s.fail(tr.shape(shape), now, labels, shape, "ended", id, append(launchExit(p, id), s.launchLog(p, id, policy)...)...)
 	}
 
 	// One state per shape: the default shape, every shape with demand, every shape with
@@ -925,6 +925,23 @@ const (
 	launchLogTail    = 4096
 	launchLogLineMax = 512
 )
+
+// launchExit is what a "worker failed failure=ended" line says of how the launch's process
+// ended, when p is an ExitReporter that knows: exit_code, or exit_signal.
+func launchExit(p Provider, id string) []any {
+	e, ok := p.(ExitReporter)
+	if !ok {
+		return nil
+	}
+	code, signal, ok := e.ExitStatus(id)
+	switch {
+	case !ok:
+		return nil
+	case signal != "":
+		return []any{"exit_signal", signal}
+	}
+	return []any{"exit_code", code}
+}
 
 // launchLog is what a "worker failed failure=ended" line adds so its cause can be found:
 // the launch's log file ("log", when p is a LogLocator) and, when that file is on this

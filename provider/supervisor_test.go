@@ -818,8 +818,9 @@ func TestSupervisorRenewsLeaseBetweenLaunches(t *testing.T) {
 // TestSupervisorEndedNamesLog: a worker that exits on its own (unauthorized, a traceback)
 // is logged "worker failed failure=ended" with where its cause is: the launch's log file
 // and that file's last line, the launch's secrets (the policy's env, the supervisor's
-// LAKESHORE_TOKEN) shown as xxxxx. Before, the line named neither: the cause was only in a
-// file the line did not point at. (Fails on the old code.)
+// LAKESHORE_TOKEN) shown as xxxxx, and its exit code (the local provider's
+// provider.ExitReporter). Before, the line named neither: the cause was only in a file the
+// line did not point at. (Fails on the old code; the exit code failed before exit_code.)
 func TestSupervisorEndedNamesLog(t *testing.T) {
 	r := newRig(t)
 	script := `echo starting; echo "PermissionError: unauthorized: token $LAKESHORE_TOKEN, key $HF_TOKEN" >&2; echo; exit 3`
@@ -851,7 +852,7 @@ func TestSupervisorEndedNamesLog(t *testing.T) {
 		t.Fatalf("no worker failed failure=ended line:\n%s", out)
 	}
 	for _, want := range []string{"launch=" + id, "log=" + filepath.Join(r.localDir, id+".log"),
-		`log_last_line="PermissionError: unauthorized: token xxxxx, key xxxxx"`} {
+		`log_last_line="PermissionError: unauthorized: token xxxxx, key xxxxx"`, "exit_code=3"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("the failure=ended line lacks %q:\n%s", want, line)
 		}

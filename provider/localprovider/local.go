@@ -33,6 +33,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/provider"
+	"golang.org/x/sys/unix"
 )
 
 // Provider runs workers as local processes. Create it with New.
@@ -46,6 +47,21 @@ type Provider struct {
 	mu      sync.Mutex
 	exited  map[string]chan struct{} // launches this process started: closed when reaped
 	started map[string]*os.Process
+	// ends are how the reaped launches of exited ended, until ExitStatus reports them or
+	// endsKept later ones have ended (a launch stopped, or ended while nobody asks);
+	// endOrder their ids, oldest first.
+	ends     map[string]launchEnd
+	endOrder []string
+}
+
+// endsKept is how many reaped launches' ends a Provider keeps for ExitStatus: far more
+// than end between two ticks of a supervisor.
+const endsKept = 1024
+
+// launchEnd is how a launch's process ended: its exit code, or -1 and the signal's name.
+type launchEnd struct {
+	code   int
+	signal string
 }
 
 // New returns a local provider that keeps its launch records in dir (created if absent;
@@ -62,7 +78,8 @@ func New(dir string) (*Provider, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local provider: %w", err)
 	}
-	return &Provider{dir: dir, gpus: gpus, gpuType: os.Getenv(EnvGPUType), exited: map[string]chan struct{}{}, started: map[string]*os.Process{}}, nil
+	return &Provider{dir: dir, gpus: gpus, gpuType: os.Getenv(EnvGPUType), exited: map[string]chan struct{}{}, started: map[string]*os.Process{},
+		ends: map[string]launchEnd{}}, nil
 }
 
 // Environment variables the local provider reads at New.
@@ -341,8 +358,20 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 	go func() {
 		_ = cmd.Wait() // reap; the record goes with the process
 		_ = os.Remove(filepath.Join(p.dir, l.ID+".json"))
+		end := launchEnd{code: cmd.ProcessState.ExitCode()}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			end.signal = unix.SignalName(ws.Signal())
+			if end.signal == "" {
+				end.signal = ws.Signal().String()
+			}
+		}
 		p.mu.Lock()
 		delete(p.started, l.ID)
+		p.ends[l.ID] = end
+		if p.endOrder = append(p.endOrder, l.ID); len(p.endOrder) > endsKept {
+			delete(p.ends, p.endOrder[0])
+			p.endOrder = p.endOrder[1:]
+		}
 		p.mu.Unlock()
 		close(done)
 	}()
@@ -429,6 +458,19 @@ func (p *Provider) aliveLocked(rec record) bool {
 		return false
 	}
 	return st == 0 || rec.StartTime == 0 || st == rec.StartTime
+}
+
+var _ provider.ExitReporter = (*Provider)(nil)
+
+// ExitStatus implements provider.ExitReporter: the exit code of launch id, or -1 and the
+// name of the signal that ended it, when this process started it and reaped it (among the
+// last endsKept reaped); each is reported once.
+func (p *Provider) ExitStatus(id string) (code int, signal string, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.ends[id]
+	delete(p.ends, id)
+	return e.code, e.signal, ok
 }
 
 // Stop implements provider.Provider: SIGTERM to the launch's process group, SIGKILL after

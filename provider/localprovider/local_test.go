@@ -125,6 +125,36 @@ func TestLaunchListStop(t *testing.T) {
 	}
 }
 
+// TestExitStatus: a launch this process started that ended on its own reports its exit
+// code, or the signal that ended it (provider.ExitReporter), once; one still running, one
+// never launched, and one reported already report nothing.
+func TestExitStatus(t *testing.T) {
+	p := newProvider(t)
+	for id, script := range map[string]string{"code": "exit 3", "signal": "kill -KILL $$", "running": "sleep 30"} {
+		if err := p.Launch(t.Context(), &provider.Launch{ID: id, Queue: "q", Command: []string{"sh", "-c", script}}); err != nil {
+			t.Fatalf("Launch %s: %v", id, err)
+		}
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background(), "running", time.Second) })
+	waitFor(t, "both launches end", func() bool {
+		ls := list(t, p)
+		_, code := ls["code"]
+		_, signal := ls["signal"]
+		return !code && !signal
+	})
+	if code, sig, ok := p.ExitStatus("code"); !ok || code != 3 || sig != "" {
+		t.Errorf("ExitStatus(code) = %d, %q, %v; want 3, \"\", true", code, sig, ok)
+	}
+	if code, sig, ok := p.ExitStatus("signal"); !ok || code != -1 || sig != "SIGKILL" {
+		t.Errorf("ExitStatus(signal) = %d, %q, %v; want -1, SIGKILL, true", code, sig, ok)
+	}
+	for _, id := range []string{"code", "running", "never-launched"} {
+		if code, sig, ok := p.ExitStatus(id); ok {
+			t.Errorf("ExitStatus(%s) = %d, %q, true; want nothing", id, code, sig)
+		}
+	}
+}
+
 // TestStopKillsAfterGrace: a worker that ignores SIGTERM, and its child, are SIGKILLed
 // once the grace has passed (the whole process group).
 func TestStopKillsAfterGrace(t *testing.T) {
