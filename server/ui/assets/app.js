@@ -641,7 +641,7 @@ async function queuePage(parts, query) {
     el('div', { class: 'card' }, el('h2', { text: 'Depth by state' }), countsHost, pauseHost),
     el('div', { class: 'card' }, el('h2', { text: 'Admission' }), admHost)));
   // Concurrency keys (docs/semantics.md, "Concurrency keys and fair share"): each key with
-  // jobs claimable or running, its running jobs against its limit, queued, weight, its rate
+  // jobs claimable or running, or held back by a worker's "slow down", its running jobs against its limit, queued, weight, its rate
   // limit and when it may next start a job as far as rates go (rate_wait, seconds from the
   // read: its bucket's next token, or the end of a worker's "slow down" hold).
   const keysHost = el('div', { id: 'concurrency-keys' });
