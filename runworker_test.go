@@ -840,6 +840,10 @@ func TestRunWorker(t *testing.T) {
 
 	t.Run("Registry", func(t *testing.T) {
 		t.Parallel()
+		// Each heartbeat refreshes the registration: one every 50 ms of a minute's lease
+		// refreshes it soon, and the held job's lease cannot run out while the test reads.
+		// (A 300 ms lease did when a loaded machine ran the heartbeat 200 ms late; the
+		// job's ack was then refused.)
 		q, d, _ := setupWorker(t)
 		id := submitN(t, q, 1, nil)[0]
 		release := make(chan struct{})
@@ -851,7 +855,7 @@ func TestRunWorker(t *testing.T) {
 				return nil, nil
 			}),
 			lakeshore.Handle("other", func(ctx context.Context, job *lakeshore.Job) (any, error) { return nil, nil }),
-		}, &lakeshore.WorkerOptions{Once: true, ID: "w1", LeaseTTL: slow(300 * time.Millisecond)})
+		}, &lakeshore.WorkerOptions{Once: true, ID: "w1", LeaseTTL: time.Minute, HeartbeatInterval: 50 * time.Millisecond})
 		<-started
 		ws, err := d.Driver().WorkerList(t.Context(), &plane.WorkerListParams{})
 		require.NoError(t, err)
