@@ -599,21 +599,55 @@ def test_a_sigkilled_worker_s_job_is_retried_and_a_stale_one_fenced(home: Path, 
     d.close()
 
 
-def test_a_job_longer_than_its_short_lease_keeps_it(home: Path, tmp_path: Path) -> None:
-    """A body running three times its 1 s lease keeps the lease: the keeper beats every
-    third of it. It used to sleep up to a second after each beat it sent, past the lease."""
-    target = str(home / "short-lease.db")
-    d = lakeshore.Dispatch(target)
-    q = SyncQueue("crash", dispatch=d)
-    inv = q.submit({"tag": "long", "seconds": 3.0})
-    w = _start_worker(tmp_path, target, "once")
-    assert w.stdout is not None and w.stdout.readline().startswith("started")
-    w.communicate(timeout=30)
-    assert w.returncode == 0
-    assert q.result(inv, timeout=5) == f"long by {w.pid}"
+def _kept_over_three_beats(mem: lakeshore.Dispatch, monkeypatch: pytest.MonkeyPatch, queue: str, *, chained: bool) -> None:
+    """A job whose body runs until three of its heartbeats were answered (a third of its
+    lease apart: it outlives the lease) keeps its lease: it ends as attempt 1, no error.
+
+    The keeper's idle sleep is an hour here, so a beat that does not wake the keeper when
+    it is answered is never followed by another (the keeper once slept up to a second after
+    each beat, past a 1 s lease) and the body waits in vain: the test fails on that, not on
+    timing. The lease is 4.5 s (beats every 1.5 s): only a worker not run for 3 s loses it,
+    where a 1 s lease was lost by one not run for 0.7 s on a loaded machine."""
+    from lakeshore import worker as worker_module
+    from lakeshore.queue import QueueCore
+
+    monkeypatch.setattr(worker_module, "_KEEPER_IDLE_SECONDS", 3600.0)
+    long_id: list[str] = []
+    answered: list[Any] = []
+    beaten = threading.Event()
+    real = QueueCore.heartbeat
+
+    async def counted(self: QueueCore, job: Any, lease_ttl: float | None = None) -> Any:
+        got = await real(self, job, lease_ttl)
+        if job.id in long_id:
+            answered.append(got)
+            if len(answered) >= 3:
+                beaten.set()
+        return got
+
+    monkeypatch.setattr(QueueCore, "heartbeat", counted)
+
+    @udf(queue=queue, dispatch=mem, lease_ttl=4.5)
+    def body(long: bool) -> str:
+        if long and not beaten.wait(30):
+            raise RuntimeError("no third heartbeat in 30 s")
+        return "kept" if long else "quick"
+
+    q = body.queue()
+    if chained:  # the long job is claimed with the quick one's settle, run on the body's thread
+        body.submit(False)
+    long_id.append(inv := body.submit(True))
+    with _one_slot_running(mem, [body]):
+        assert q.result(inv, timeout=60) == "kept"
     row = q.get(inv)
     assert row.attempt == 1 and row.error is None  # never lost its lease, never retried
-    d.close()
+    assert len(answered) >= 3
+
+
+def test_a_job_longer_than_its_lease_keeps_it(mem: lakeshore.Dispatch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body running past its lease keeps it: the keeper beats every third of it, woken by
+    each beat's answer."""
+    _kept_over_three_beats(mem, monkeypatch, "keeps-lease", chained=False)
 
 
 def _signal_then_end_the_job(w: subprocess.Popen[str], signum: signal.Signals, until: Path) -> None:
@@ -683,19 +717,10 @@ def _worker_after_a_quick_job(tmp: Path, target: str, q: SyncQueue, job: dict[st
     return w, inv
 
 
-def test_a_job_begun_on_the_body_s_thread_keeps_its_short_lease(home: Path, tmp_path: Path) -> None:
-    """test_a_job_longer_than_its_short_lease_keeps_it for a job the body's thread claimed
-    and runs: the keeper beats it as any other."""
-    target = str(home / "chain-lease.db")
-    d = lakeshore.Dispatch(target)
-    q = SyncQueue("crash", dispatch=d)
-    w, inv = _worker_after_a_quick_job(tmp_path, target, q, {"tag": "long", "seconds": 3.0}, 1.0)
-    assert q.result(inv, timeout=30) == f"long by {w.pid}"
-    w.send_signal(signal.SIGTERM)
-    w.communicate(timeout=30)
-    row = q.get(inv)
-    assert row.attempt == 1 and row.error is None  # never lost its lease, never retried
-    d.close()
+def test_a_job_begun_on_the_body_s_thread_keeps_its_lease(mem: lakeshore.Dispatch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """test_a_job_longer_than_its_lease_keeps_it for a job the body's thread claimed and
+    runs: the keeper beats it as any other."""
+    _kept_over_three_beats(mem, monkeypatch, "keeps-lease-chained", chained=True)
 
 
 def test_a_signal_drains_a_job_begun_on_the_body_s_thread(home: Path, tmp_path: Path) -> None:
