@@ -394,20 +394,37 @@ func TestWorking(t *testing.T) {
 
 	t.Run("HeartbeatKeepsLease", func(t *testing.T) {
 		t.Parallel()
-		q, _ := setup(t, &lakeshore.QueueOptions{LeaseTTL: slow(500 * time.Millisecond)})
+		// The handler runs until the plane shows its lease extended past the end of the one
+		// the claim granted, so it outlived that lease, however late a loaded machine runs it.
+		// Heartbeats every 50 ms keep a 3 s lease: only a process not run for ~3 s loses it.
+		// (A handler of a fixed 1.5 s with a 500 ms lease failed when the heartbeat's ticker
+		// ran 450 ms late.)
+		const lease, interval = 3 * time.Second, 50 * time.Millisecond
+		q, b := setup(t, &lakeshore.QueueOptions{LeaseTTL: lease})
 		id, err := q.Submit(t.Context(), nil, nil)
 		require.NoError(t, err)
 		handled, err := q.Working(t.Context(), func(ctx context.Context, job *lakeshore.Job) (any, error) {
-			// Outlive the lease three times; heartbeats (every 50 ms) keep it.
-			timer := time.NewTimer(slow(1500 * time.Millisecond))
-			defer timer.Stop()
-			select {
-			case <-timer.C:
-				return "kept", nil
-			case <-ctx.Done():
-				return nil, context.Cause(ctx)
+			granted := job.LeaseExpiresAt
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			giveUp := time.After(30 * time.Second)
+			for {
+				inv, err := b.d.Driver().InvocationGet(ctx, job.ID)
+				if err != nil {
+					return nil, err
+				}
+				if inv.LeaseExpiresAt.After(granted.Add(lease)) {
+					return "kept", nil // extended by a heartbeat sent after the granted lease's end
+				}
+				select {
+				case <-tick.C:
+				case <-giveUp:
+					return nil, errors.New("the lease was not extended past the granted one's end in 30 s")
+				case <-ctx.Done():
+					return nil, context.Cause(ctx)
+				}
 			}
-		}, &lakeshore.WorkingOptions{HeartbeatInterval: slow(50 * time.Millisecond)})
+		}, &lakeshore.WorkingOptions{HeartbeatInterval: interval})
 		require.True(t, handled)
 		require.NoError(t, err)
 		var got string

@@ -83,8 +83,20 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return newRigClocked(t, false)
+}
+
+// newRigClocked is newRig whose plane runs on the rig's clock too when planeClock (its
+// leases end when the test advances the clock, not when real time passes).
+func newRigClocked(t *testing.T, planeClock bool) *rig {
+	t.Helper()
 	dir := t.TempDir()
-	drv, err := sqliteplane.Open(t.Context(), filepath.Join(dir, "lakeshore.db"), nil)
+	clk := &clock{now: time.Now()}
+	var cfg *sqliteplane.Config
+	if planeClock {
+		cfg = &sqliteplane.Config{Now: clk.Now}
+	}
+	drv, err := sqliteplane.Open(t.Context(), filepath.Join(dir, "lakeshore.db"), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +112,7 @@ func newRig(t *testing.T) *rig {
 		}
 		drv.Close()
 	})
-	return &rig{t: t, drv: drv, local: local, localDir: localDir, clock: &clock{now: time.Now()}}
+	return &rig{t: t, drv: drv, local: local, localDir: localDir, clock: clk}
 }
 
 // supervisor returns a supervisor on the rig's plane and clock, its metrics in reg and its
@@ -757,62 +769,82 @@ func TestSupervisorLaunchErrorHidesPlanePassword(t *testing.T) {
 	}
 }
 
-// slowLaunches is a provider whose launches take delay each (a cloud API, an SSH host
-// starting a worker), counting them.
-type slowLaunches struct {
-	provider.Provider
-	delay time.Duration
-	mu    sync.Mutex
-	n     int
-}
-
-func (p *slowLaunches) Launch(ctx context.Context, l *provider.Launch) error {
-	time.Sleep(p.delay)
-	p.mu.Lock()
-	p.n++
-	p.mu.Unlock()
-	return p.Provider.Launch(ctx, l)
-}
-
-func (p *slowLaunches) count() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.n
-}
-
 // TestSupervisorRenewsLeaseBetweenLaunches: a tick whose launches outlast the queue's lease
 // (four launches of 500 ms, a lease of 1.2 s; by default a launch may take the 30 s call
 // timeout, twice the 15 s lease) renews the lease before each launch, so a second
 // supervisor ticking meanwhile never takes the queue in the middle and launches beside it.
 // Before, the lease was renewed only at the start of a tick: the second supervisor took
 // the expired lease after two launches and launched two more while the first went on to
-// its four, six workers for a max of four.
+// its four, six workers for a max of four. The plane and both supervisors run on the rig's
+// clock, which each launch advances by 500 ms before the second supervisor ticks: the
+// lease ends by that clock, not by how late a loaded machine ran the first supervisor
+// between a renewal and the second's tick (with real time, 700 ms of delay let the second
+// take a lease the first had just renewed).
 func TestSupervisorRenewsLeaseBetweenLaunches(t *testing.T) {
-	r := newRig(t)
-	slow := &slowLaunches{Provider: r.local, delay: 500 * time.Millisecond}
+	r := newRigClocked(t, true)
+	var second *provider.Supervisor
+	var secondTicks []error
+	slow := &clockedLaunches{Provider: r.local, clock: r.clock, step: 500 * time.Millisecond, during: func() {
+		secondTicks = append(secondTicks, second.Tick(t.Context()))
+	}}
 	mk := func() *provider.Supervisor {
 		return r.supervisor(nil, &logBuffer{}, func(c *provider.SupervisorConfig) {
-			c.Now = time.Now // the plane's leases run on the real clock
 			c.LeaseTTL = 1200 * time.Millisecond
 			c.CallTimeout = 10 * time.Second
 			c.Resolve = func(string) (provider.Provider, error) { return slow, nil }
 		})
 	}
-	first, second := mk(), mk()
+	first := mk()
+	second = mk()
 	r.setProvider("q", plane.ProviderLocal, plane.LaunchPolicy{MaxWorkers: 4, JobsPerWorker: 1, Command: []string{"sleep", "30"}})
 	r.submit("q", 4)
-	done := make(chan error, 1)
-	go func() { done <- first.Tick(t.Context()) }()
-	time.Sleep(50 * time.Millisecond) // the first takes the lease
-	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		r.tick(second)
+	r.tick(first)
+	for i, err := range secondTicks {
+		if err != nil {
+			t.Fatalf("the second supervisor's tick during launch %d: %v", i+1, err)
+		}
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if len(secondTicks) == 0 {
+		t.Fatal("the second supervisor never ticked during a launch")
 	}
 	if n := slow.count(); n != 4 {
 		t.Fatalf("%d launches for a queue of at most 4 workers: launches %v", n, r.launches())
 	}
+}
+
+// clockedLaunches launches through Provider, each launch first advancing clock by step
+// and then calling during (once at a time: a launch that during itself causes calls no
+// during), so that the test's clock, not real time, says how long launches take.
+type clockedLaunches struct {
+	provider.Provider
+	clock  *clock
+	step   time.Duration
+	during func()
+	mu     sync.Mutex
+	n      int
+	inside bool
+}
+
+func (p *clockedLaunches) Launch(ctx context.Context, l *provider.Launch) error {
+	p.clock.add(p.step)
+	p.mu.Lock()
+	p.n++
+	nested := p.inside
+	p.inside = true
+	p.mu.Unlock()
+	if !nested {
+		p.during()
+		p.mu.Lock()
+		p.inside = false
+		p.mu.Unlock()
+	}
+	return p.Provider.Launch(ctx, l)
+}
+
+func (p *clockedLaunches) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
 }
 
 // TestSupervisorEndedNamesLog: a worker that exits on its own (unauthorized, a traceback)

@@ -181,15 +181,17 @@ func TestHugeContentLengthAnswers413AtOnce(t *testing.T) {
 	conn, err := net.Dial("tcp", b.ts.Listener.Addr().String())
 	require.NoError(t, err)
 	defer conn.Close()
-	require.NoError(t, conn.SetDeadline(time.Now().Add(5*time.Second)))
+	require.NoError(t, conn.SetDeadline(time.Now().Add(time.Minute)))
 	start := time.Now()
 	_, err = fmt.Fprintf(conn, "POST /v1/namespaces/default/queues/q1/invocations HTTP/1.1\r\nHost: x\r\n"+
 		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", 1<<30)
 	require.NoError(t, err)
 	line, err := readLine(conn)
-	require.NoError(t, err, "no answer within 5 s: the server waits for the body")
+	require.NoError(t, err, "no answer within a minute: the server waits for the body")
 	require.Contains(t, line, "413")
-	require.Less(t, time.Since(start), 4*time.Second)
+	// A bound on waiting for the body (which never comes), not on how fast a loaded machine
+	// answers (4 s was, under the race detector).
+	require.Less(t, time.Since(start), 30*time.Second)
 }
 
 func readLine(conn net.Conn) (string, error) {

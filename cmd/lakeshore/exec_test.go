@@ -156,10 +156,12 @@ func TestExecWorker(t *testing.T) {
 			echo $$ > "$0/leader"
 			touch "$0/ready"
 			wait`, dir)
+		// The kill is learnt at a heartbeat (every 100 ms); the lease, a minute, cannot run
+		// out first on a loaded machine (a 600 ms one could, 400 ms of delay re-queuing the job).
 		done := make(chan error, 1)
 		go func() {
 			done <- lakeshore.RunWorker(t.Context(), d, []lakeshore.Handler{lakeshore.Handle("x", spec.handle)},
-				&lakeshore.WorkerOptions{Once: true, LeaseTTL: 600 * time.Millisecond})
+				&lakeshore.WorkerOptions{Once: true, LeaseTTL: time.Minute, HeartbeatInterval: 100 * time.Millisecond})
 		}()
 		waitFile(t, filepath.Join(dir, "ready"))
 		pids := map[string]int{}

@@ -224,13 +224,14 @@ func TestClaimPromotesWithoutWaitingForAHeldDueRow(t *testing.T) {
 			require.NoError(t, got.err, c.name)
 			require.Len(t, got.jobs, 1, c.name)
 			require.Equal(t, id, got.jobs[0].ID, c.name)
-			// Milliseconds; the bound is loose for a shared machine under the race detector,
-			// and far below the poll and the maintenance interval (an hour each).
-			require.Less(t, time.Since(released), 900*time.Millisecond, "%s: claimed late", c.name)
+			// Milliseconds as a rule; the bound is only that the claim did not wait for the
+			// poll or the maintenance interval (an hour each), not how fast a loaded machine
+			// under the race detector ran it (900 ms was, and failed there).
+			require.Less(t, time.Since(released), 30*time.Second, "%s: claimed late", c.name)
 			errs, err := d.InvocationSettleMany(ctx, []plane.SettleParams{{ID: id, Token: got.jobs[0].Token, Outcome: plane.OutcomeSucceeded}})
 			require.NoError(t, err, c.name)
 			requireSettled(t, errs)
-		case <-time.After(10 * time.Second):
+		case <-time.After(45 * time.Second):
 			t.Fatalf("%s: the due row was not claimed once its holder let go", c.name)
 		}
 	}

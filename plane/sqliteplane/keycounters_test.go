@@ -442,11 +442,13 @@ func TestAlarmPromotesDelayedKeyedJob(t *testing.T) {
 		Invocations: []plane.SubmitParams{{ConcurrencyKey: "late", Delay: 300 * time.Millisecond}}})
 	require.NoError(t, err)
 	start := time.Now()
-	jobs, err = d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Wait: 10 * time.Second})
+	jobs, err = d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Wait: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.Equal(t, res[0].ID, jobs[0].ID)
-	require.Less(t, time.Since(start), 3*time.Second)
+	// When it comes due, not at the wait's end: half the wait tells them apart, whatever a
+	// loaded machine under the race detector adds to the 300 ms (3 s did not).
+	require.Less(t, time.Since(start), 30*time.Second)
 	require.Empty(t, keyCounterDrift(t, d))
 }
 

@@ -15,10 +15,12 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -109,6 +111,30 @@ def stop_server(s: Server) -> None:
     except subprocess.TimeoutExpired:
         s.process.kill()
         s.process.wait()
+
+
+def heartbeats_answered(monkeypatch: pytest.MonkeyPatch, n: int, job_ids: Container[str] | None = None) -> threading.Event:
+    """An event set once the plane answered n heartbeats (QueueCore.heartbeat; only those of
+    job_ids, read at each beat, when given). A body that runs until then outlives its lease
+    by as many beats however late a loaded machine runs it, where one of a fixed length
+    raced its heartbeats against the machine's scheduling."""
+    from lakeshore.queue import QueueCore
+
+    answered = threading.Event()
+    count = 0
+    real = QueueCore.heartbeat
+
+    async def counted(self: QueueCore, job: Any, lease_ttl: float | None = None) -> Any:
+        nonlocal count
+        got = await real(self, job, lease_ttl)
+        if job_ids is None or getattr(job, "id", job) in job_ids:
+            count += 1
+            if count >= n:
+                answered.set()
+        return got
+
+    monkeypatch.setattr(QueueCore, "heartbeat", counted)
+    return answered
 
 
 def drain_then_stop(w: subprocess.Popen[str]) -> None:

@@ -40,7 +40,7 @@ from lakeshore import (
     wire,
 )
 
-from .conftest import PLANES, Planes, Server
+from .conftest import PLANES, Planes, Server, heartbeats_answered
 
 UNKNOWN_ID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
@@ -289,14 +289,19 @@ def test_working(dispatch: HttpDispatch, qname: str) -> None:
     assert row.state == "queued" and row.attempt == 1 and row.error is not None  # retried
 
 
-def test_working_heartbeats_a_slow_body(serve: HttpDispatch, qname: str) -> None:
-    q = SyncQueue(qname, dispatch=serve, lease_ttl=2.0)
+def test_working_heartbeats_a_slow_body(serve: HttpDispatch, qname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The body runs until three heartbeats (a third of the lease apart) were answered: it
+    # outlives its lease, and only a client not run for 3 s loses it (a fixed 4.5 s on a
+    # 2 s lease was lost by one not run for 1.3 s).
+    q = SyncQueue(qname, dispatch=serve, lease_ttl=4.5)
     inv = q.submit(None)
+    beaten = heartbeats_answered(monkeypatch, 3)
     with q.working() as job:
         assert job is not None
-        end = time.monotonic() + 4.5
-        while time.monotonic() < end:  # CPU-bound: holds the GIL between switches
+        end = time.monotonic() + 60
+        while not beaten.is_set() and time.monotonic() < end:  # CPU-bound: holds the GIL between switches
             sum(range(1000))
+        assert beaten.is_set(), "no third heartbeat in 60 s"
         job.result = "survived"
     assert q.result(inv, timeout=5) == "survived"
     assert q.get(inv).attempt == 1
@@ -629,15 +634,20 @@ def test_async_queue(dispatch: HttpDispatch, qname: str) -> None:
     asyncio.run(main())
 
 
-def test_async_working(serve: HttpDispatch, qname: str) -> None:
+def test_async_working(serve: HttpDispatch, qname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    beaten = heartbeats_answered(monkeypatch, 3)
+
     async def main() -> None:
-        q = Queue(qname, dispatch=serve, lease_ttl=2.0)
+        q = Queue(qname, dispatch=serve, lease_ttl=4.5)
         async with q.working() as job:
             assert job is None
         ok = await q.submit(20)
         async with q.working() as job:
             assert job is not None
-            time.sleep(3.5)  # blocks this loop past the lease: the client's loop heartbeats
+            # Blocks this loop past the lease (three heartbeats, a third of it apart): the
+            # client's loop heartbeats. Until they were answered, not a fixed 3.5 s on a 2 s
+            # lease, lost by a client not run for 1.3 s.
+            assert beaten.wait(60), "no third heartbeat in 60 s"
             job.result = job.payload + 1
         assert await q.result(ok) == 21 and (await q.get(ok)).attempt == 1
         bad = await q.submit(0)

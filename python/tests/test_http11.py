@@ -368,14 +368,21 @@ def test_a_blocking_submit_waits_to_gather_only_right_after_an_answer(
 ) -> None:
     # One thread submitting in a row never waits (each of its requests answered it alone);
     # after a batch of two answered with nothing waiting, a submit made once the wait has
-    # passed goes at once, not waiting for the batch's callers (who are not coming).
-    monkeypatch.setattr(lakeshore.queue, "_GATHER_SECONDS", 1.0)
+    # passed goes at once, not waiting for the batch's callers (who are not coming). The
+    # wait is 30 s, so "at once" is "under half of it", not a guess at how fast a loaded
+    # machine runs five requests (0.9 s of a 1 s wait was); the last answer is moved back
+    # past it rather than slept past.
+    monkeypatch.setattr(lakeshore.queue, "_GATHER_SECONDS", 30.0)
     held = asyncio.Event()
 
     async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
         if len(s.requests) == 6:
             held.set()
-            await asyncio.sleep(0.3)  # two threads submit meanwhile
+            # Answered once the two other threads' submits wait for the next request, not
+            # after 0.3 s that a loaded machine may not have run them in.
+            end = time.monotonic() + 30
+            while len(q._core._combined.waiting) < 2 and time.monotonic() < end:
+                await asyncio.sleep(0.005)
         w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
         return True
 
@@ -384,15 +391,20 @@ def test_a_blocking_submit_waits_to_gather_only_right_after_an_answer(
         q = SyncQueue("q", dispatch=d)
         start = time.monotonic()
         ids = [q.submit(i) for i in range(5)]
-        assert time.monotonic() - start < 0.9
+        assert time.monotonic() - start < 15
         assert ids == [msgpack.unpackb(b)["id"] for b in s.bodies]
+        # The batch of two waits for request 6's caller, just answered, to come back: 1 s.
+        monkeypatch.setattr(lakeshore.queue, "_GATHER_SECONDS", 1.0)
         out = _submit_from_threads(q, 3, held.is_set)  # request 6 alone, then one of two
         assert all(isinstance(i, str) for i in out), out
         assert sorted(msgpack.unpackb(b["payload"]) for b in msgpack.unpackb(s.bodies[6])["invocations"]) == [1, 2]
-        time.sleep(1.2)  # past the wait for the batch's callers
+        monkeypatch.setattr(lakeshore.queue, "_GATHER_SECONDS", 30.0)
+        combined = q._core._combined
+        with combined.lock:
+            combined.answered -= 60  # past the wait for the batch's callers
         start = time.monotonic()
         q.submit(7)
-        assert time.monotonic() - start < 0.9
+        assert time.monotonic() - start < 15
         assert msgpack.unpackb(s.bodies[-1])["payload"] == msgpack.packb(7)
     finally:
         d.close()

@@ -95,6 +95,12 @@ _MACHINERY_DIRS = tuple(
 )
 
 
+# How long the heartbeat keeper sleeps when no running job's beat is due sooner (none runs,
+# or a beat is in flight, its next due unknown until it is answered: _beat wakes the keeper
+# then). A job whose beats come more often than this wakes the keeper when it is handed over.
+_KEEPER_IDLE_SECONDS = 1.0
+
+
 def _hide_machinery_frames(e: BaseException) -> None:
     """Drop the leading frames of ``e``'s traceback that are the worker's machinery, so
     that the traceback a failed job carries (``InvocationFailedError.traceback``, ``lakeshore
@@ -1042,7 +1048,7 @@ class _Worker:
         wake = self.keeper_wake = asyncio.Event()
         while True:
             now = time.monotonic()
-            next_at = now + 1.0
+            next_at = now + _KEEPER_IDLE_SECONDS
             for r in list(self.running.values()):
                 due = r.due
                 if due is None:
@@ -1086,7 +1092,8 @@ class _Worker:
         r.due = time.monotonic() + _heartbeat_interval(r.job)
         if self.keeper_wake is not None:
             # The keeper went to sleep while this beat was in flight (its due unknown), for
-            # up to a second: longer than a short lease (lease_ttl=1 beats every 0.33 s).
+            # up to _KEEPER_IDLE_SECONDS: longer than a short lease (lease_ttl=1 beats every
+            # 0.33 s).
             self.keeper_wake.set()
 
     def _keep(self, r: _Running) -> None:
@@ -1096,7 +1103,7 @@ class _Worker:
         r.due = time.monotonic() + interval
         self.running[r.job.id] = r
         wake = self.keeper_wake
-        if interval < 1.0 and wake is not None:
+        if interval < _KEEPER_IDLE_SECONDS and wake is not None:
             with contextlib.suppress(RuntimeError):
                 self.d._portal.loop.call_soon_threadsafe(wake.set)
 
