@@ -55,6 +55,7 @@ type Server struct {
 	Host string
 	Port int
 	dir  string // the temporary directory holding the data directory and the log
+	opts string // the server's options (pg_ctl start -o), for Resume
 	bin  string // the directory of initdb and pg_ctl
 	user string // the unprivileged user running it when the tests run as root; "" otherwise
 
@@ -296,6 +297,7 @@ func Start() (*Server, error) {
 		}, " ")
 		out, err := s.run("pg_ctl", "start", "-w", "-t", "60", "-D", data, "-l", filepath.Join(s.dir, "log"), "-o", opts)
 		if err == nil {
+			s.opts = opts
 			s.watch()
 			return s, nil
 		}
@@ -329,6 +331,27 @@ func (s *Server) Restart() error {
 		"-l", filepath.Join(s.dir, "log"))
 	if err != nil {
 		return fmt.Errorf("pg_ctl restart: %v: %s", err, out)
+	}
+	return nil
+}
+
+// Crash stops the server as a crash would (pg_ctl stop -m immediate: every server process
+// exits at once, without a checkpoint, and open sessions are cut), keeping its data; until
+// Resume, connections are refused. For tests of what callers see while PostgreSQL is down.
+func (s *Server) Crash() error {
+	out, err := s.run("pg_ctl", "stop", "-w", "-m", "immediate", "-D", filepath.Join(s.dir, "data"))
+	if err != nil {
+		return fmt.Errorf("pg_ctl stop -m immediate: %v: %s", err, out)
+	}
+	return nil
+}
+
+// Resume starts a server that Crash stopped, on the same port: it runs crash recovery first.
+func (s *Server) Resume() error {
+	out, err := s.run("pg_ctl", "start", "-w", "-t", "60", "-D", filepath.Join(s.dir, "data"),
+		"-l", filepath.Join(s.dir, "log"), "-o", s.opts)
+	if err != nil {
+		return fmt.Errorf("pg_ctl start: %v: %s", err, out)
 	}
 	return nil
 }
