@@ -286,7 +286,7 @@ func Start() (*Server, error) {
 			os.RemoveAll(s.dir)
 			return nil, err
 		}
-		opts := strings.Join([]string{
+		s.opts = strings.Join([]string{
 			"-p " + strconv.Itoa(s.Port),
 			"-c listen_addresses=127.0.0.1",
 			"-c unix_socket_directories=''",
@@ -295,9 +295,8 @@ func Start() (*Server, error) {
 			"-c max_connections=400",
 			"-c shared_buffers=64MB",
 		}, " ")
-		out, err := s.run("pg_ctl", "start", "-w", "-t", "60", "-D", data, "-l", filepath.Join(s.dir, "log"), "-o", opts)
+		out, err := s.start()
 		if err == nil {
-			s.opts = opts
 			s.watch()
 			return s, nil
 		}
@@ -348,12 +347,15 @@ func (s *Server) Crash() error {
 
 // Resume starts a server that Crash stopped, on the same port: it runs crash recovery first.
 func (s *Server) Resume() error {
-	out, err := s.run("pg_ctl", "start", "-w", "-t", "60", "-D", filepath.Join(s.dir, "data"),
-		"-l", filepath.Join(s.dir, "log"), "-o", s.opts)
-	if err != nil {
+	if out, err := s.start(); err != nil {
 		return fmt.Errorf("pg_ctl start: %v: %s", err, out)
 	}
 	return nil
+}
+
+// start starts the server of s.dir with s.opts, waiting until it accepts connections.
+func (s *Server) start() ([]byte, error) {
+	return s.run("pg_ctl", "start", "-w", "-t", "60", "-D", filepath.Join(s.dir, "data"), "-l", filepath.Join(s.dir, "log"), "-o", s.opts)
 }
 
 // watch starts a watchdog process that stops the server and removes its directory when
