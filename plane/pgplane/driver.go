@@ -245,9 +245,10 @@ func (d *Driver) databaseNow() time.Time {
 }
 
 // syncClock measures the offset of the database's clock from the machine's: one read of
-// clock_timestamp(), against the middle of the machine's readings around it. A change of
-// less than clockJitter is not applied, so the plane's clock does not wander with each
-// round trip's noise (and never steps back by more than that).
+// clock_timestamp(), against the middle of the machine's readings around it, so the
+// measure is off by at most half the round trip. A change of less than clockJitter plus
+// that half is not applied, so the plane's clock does not wander with each round trip's
+// noise (a loaded machine's slow round trips included).
 func (d *Driver) syncClock(ctx context.Context) error {
 	before := d.cfg.machineClock()
 	var database time.Time
@@ -255,8 +256,9 @@ func (d *Driver) syncClock(ctx context.Context) error {
 		return err
 	}
 	after := d.cfg.machineClock()
-	offset := database.Sub(before.Add(after.Sub(before) / 2))
-	if (offset - time.Duration(d.clockOffset.Load())).Abs() >= clockJitter {
+	half := after.Sub(before) / 2
+	offset := database.Sub(before.Add(half))
+	if (offset - time.Duration(d.clockOffset.Load())).Abs() >= clockJitter+half {
 		d.clockOffset.Store(int64(offset))
 	}
 	return nil
