@@ -28,7 +28,7 @@ func TestWorkerSettlesAcrossPostgresOutage(t *testing.T) {
 	t.Run("Worker", func(t *testing.T) {
 		settleAcrossOutage(t, func(ctx context.Context, d *lakeshore.Dispatch, q *lakeshore.Queue, fn lakeshore.HandlerFunc) func() {
 			w, err := lakeshore.NewWorker(d, []lakeshore.Handler{lakeshore.Handle(q.Name(), fn)},
-				&lakeshore.WorkerOptions{LeaseTTL: 10 * time.Second})
+				&lakeshore.WorkerOptions{LeaseTTL: 20 * time.Second})
 			require.NoError(t, err)
 			require.NoError(t, w.Start(ctx))
 			return func() { _ = w.Stop(context.Background()) }
@@ -40,7 +40,7 @@ func TestWorkerSettlesAcrossPostgresOutage(t *testing.T) {
 			go func() {
 				defer close(done)
 				_, _ = q.Working(ctx, fn, &lakeshore.WorkingOptions{ClaimOptions: lakeshore.ClaimOptions{
-					Wait: 30 * time.Second, LeaseTTL: 10 * time.Second}})
+					Wait: 30 * time.Second, LeaseTTL: 20 * time.Second}})
 			}()
 			return func() { <-done }
 		})
@@ -91,7 +91,7 @@ func settleAcrossOutage(t *testing.T, start func(ctx context.Context, d *lakesho
 	resumed = true
 
 	var got string
-	err = q.Result(t.Context(), id, &got, &lakeshore.ResultOptions{Timeout: 30 * time.Second})
+	err = q.Result(t.Context(), id, &got, &lakeshore.ResultOptions{Timeout: 40 * time.Second})
 	require.NoError(t, err, "the job succeeds: its settle outlived the outage")
 	require.Equal(t, "done", got)
 	require.EqualValues(t, 1, runs.Load(), "the handler ran once")
