@@ -40,9 +40,9 @@ type Job struct {
 	payload  []byte
 	token    string
 	leaseTTL time.Duration
-	// heldUntil is when this process last knew the lease to end: the claim's answer, or
-	// the sending of the last heartbeat the plane accepted, plus leaseTTL. Written only by
-	// the job's heartbeat loop (execution.renewed).
+	// heldUntil is when the lease ends as the claim's answer left it: its arrival plus
+	// leaseTTL. Written once, by newJob; the execution keeps the later renewals
+	// (execution.heldUntil).
 	heldUntil time.Time
 }
 

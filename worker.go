@@ -317,6 +317,10 @@ type execution struct {
 	cancel context.CancelCauseFunc // cancels jobCtx
 	logger *slog.Logger
 	lost   atomic.Bool // the lease is gone: settle nothing
+	// renewedUntil is when the lease ends as the last heartbeat the plane accepted left it
+	// (Unix nanoseconds; 0: none yet, the claim's job.heldUntil holds). Written by the
+	// job's heartbeat loop, read by it and by the settle, which a Worker's heartbeats outlast.
+	renewedUntil atomic.Int64
 	// handlerDone, when set, is called once the handler returned, before the settle.
 	handlerDone func()
 	// settleFn, when set, settles the job instead of Queue.settle: a Worker's settle that
@@ -324,12 +328,53 @@ type execution struct {
 	settleFn func(ctx context.Context, p plane.SettleParams) error
 }
 
-// settle settles the job with p, by settleFn when set.
+// settle settles the job with p, by settleFn when set. A settle the plane could not be
+// reached for (ErrUnavailable: PostgreSQL restarting or crashed, a server failing over) is
+// sent again, with backoff, while the lease holds (heldUntil, and not lost), through
+// Queue.settle (the first may have passed the handler's slot on, and a settle that claims
+// must not count it again): the handler's outcome is kept across an outage shorter than
+// the lease instead of being dropped, which left the job running until its lease expired,
+// then ran it again or, its attempts spent, ended it as timed out. A repeat is fenced like
+// any settle: when the first one committed and only its answer was lost, the repeat
+// answers ErrLeaseLost and the job stays settled once (docs/semantics.md, "Leases").
 func (e *execution) settle(ctx context.Context, p plane.SettleParams) error {
+	var err error
 	if e.settleFn != nil {
-		return e.settleFn(ctx, p)
+		err = e.settleFn(ctx, p)
+	} else {
+		err = e.q.settle(ctx, p)
 	}
-	return e.q.settle(ctx, p)
+	for delay := settleRetryFirst; errors.Is(err, ErrUnavailable) && !e.lost.Load(); delay = min(2*delay, settleRetryMax) {
+		left := time.Until(e.heldUntil())
+		if left <= 0 {
+			break
+		}
+		if delay == settleRetryFirst {
+			e.logger.WarnContext(ctx, "the plane did not take the job's settle; sending it again while the lease holds",
+				logKeyJobID, e.job.ID, logKeyAttempt, e.job.Attempt, logKeyError, err)
+		}
+		time.Sleep(min(delay, left))
+		retryCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), e.heldUntil())
+		err = e.q.settle(retryCtx, p)
+		cancel()
+	}
+	return err
+}
+
+// The backoff of a settle sent again (execution.settle): the first delay, doubling up to
+// the last.
+const (
+	settleRetryFirst = 100 * time.Millisecond
+	settleRetryMax   = 2 * time.Second
+)
+
+// heldUntil is when the job's lease ends as far as this process knows: the last accepted
+// heartbeat's sending plus the lease TTL, else the claim's answer's arrival plus it.
+func (e *execution) heldUntil() time.Time {
+	if n := e.renewedUntil.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return e.job.heldUntil
 }
 
 // leaseLost marks the lease lost and cancels the handler's context with cause ErrLeaseLost.
@@ -340,7 +385,9 @@ func (e *execution) leaseLost() {
 
 // renewed records a heartbeat of the job that the plane accepted, sent at sent: the lease
 // holds until sent + the lease TTL at least.
-func (e *execution) renewed(sent time.Time) { e.job.heldUntil = sent.Add(e.job.leaseTTL) }
+func (e *execution) renewed(sent time.Time) {
+	e.renewedUntil.Store(sent.Add(e.job.leaseTTL).UnixNano())
+}
 
 // unrenewed is called, at now, when a heartbeat of the job could not reach the plane and
 // the next one comes after interval. When the lease will have ended by then, the plane has
@@ -348,7 +395,7 @@ func (e *execution) renewed(sent time.Time) { e.job.heldUntil = sent.Add(e.job.l
 // does can no longer be settled: its context is cancelled as for a lost lease (cause
 // ErrLeaseLost), so the attempt does not run on beside the next one. Reports whether it was.
 func (e *execution) unrenewed(now time.Time, interval time.Duration) bool {
-	if now.Add(interval).Before(e.job.heldUntil) {
+	if now.Add(interval).Before(e.heldUntil()) {
 		return false
 	}
 	e.logger.Warn("the plane did not answer the job's heartbeats before its lease ended: stopping its handler (the plane re-queues the job)",

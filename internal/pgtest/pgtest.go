@@ -55,6 +55,7 @@ type Server struct {
 	Host string
 	Port int
 	dir  string // the temporary directory holding the data directory and the log
+	opts string // the server's options (pg_ctl start -o), for Resume
 	bin  string // the directory of initdb and pg_ctl
 	user string // the unprivileged user running it when the tests run as root; "" otherwise
 
@@ -285,7 +286,7 @@ func Start() (*Server, error) {
 			os.RemoveAll(s.dir)
 			return nil, err
 		}
-		opts := strings.Join([]string{
+		s.opts = strings.Join([]string{
 			"-p " + strconv.Itoa(s.Port),
 			"-c listen_addresses=127.0.0.1",
 			"-c unix_socket_directories=''",
@@ -294,7 +295,7 @@ func Start() (*Server, error) {
 			"-c max_connections=400",
 			"-c shared_buffers=64MB",
 		}, " ")
-		out, err := s.run("pg_ctl", "start", "-w", "-t", "60", "-D", data, "-l", filepath.Join(s.dir, "log"), "-o", opts)
+		out, err := s.start()
 		if err == nil {
 			s.watch()
 			return s, nil
@@ -331,6 +332,30 @@ func (s *Server) Restart() error {
 		return fmt.Errorf("pg_ctl restart: %v: %s", err, out)
 	}
 	return nil
+}
+
+// Crash stops the server as a crash would (pg_ctl stop -m immediate: every server process
+// exits at once, without a checkpoint, and open sessions are cut), keeping its data; until
+// Resume, connections are refused. For tests of what callers see while PostgreSQL is down.
+func (s *Server) Crash() error {
+	out, err := s.run("pg_ctl", "stop", "-w", "-m", "immediate", "-D", filepath.Join(s.dir, "data"))
+	if err != nil {
+		return fmt.Errorf("pg_ctl stop -m immediate: %v: %s", err, out)
+	}
+	return nil
+}
+
+// Resume starts a server that Crash stopped, on the same port: it runs crash recovery first.
+func (s *Server) Resume() error {
+	if out, err := s.start(); err != nil {
+		return fmt.Errorf("pg_ctl start: %v: %s", err, out)
+	}
+	return nil
+}
+
+// start starts the server of s.dir with s.opts, waiting until it accepts connections.
+func (s *Server) start() ([]byte, error) {
+	return s.run("pg_ctl", "start", "-w", "-t", "60", "-D", filepath.Join(s.dir, "data"), "-l", filepath.Join(s.dir, "log"), "-o", s.opts)
 }
 
 // watch starts a watchdog process that stops the server and removes its directory when

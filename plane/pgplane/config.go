@@ -34,9 +34,20 @@ type Config struct {
 	// LeaderTTLDefault.
 	LeaderTTL time.Duration
 
-	// Now is the plane's clock for every stored time. Defaults to time.Now. Tests inject a
-	// fake clock; the leader lease uses the database's clock instead.
+	// Now is the plane's clock for every stored time: leases, deadlines, due times,
+	// schedules. Defaults to the database's clock, read as the machine's (time.Now)
+	// corrected by its offset from PostgreSQL's clock_timestamp(), measured when the plane
+	// starts and again on every maintenance beat (every process's, leader or not), so that
+	// processes on machines whose clocks disagree agree on when a lease ends (docs/operations.md,
+	// "One clock"). Tests inject a fake clock, used as it is; the leader lease always uses
+	// the database's clock.
 	Now func() time.Time
+
+	// machineClock is the machine's clock that the database's corrects (time.Now); a test
+	// of a machine whose clock is off sets it. Unused when Now is set.
+	machineClock func() time.Time
+	// followDatabase: Now was not set, so the plane's clock is the database's.
+	followDatabase bool
 
 	// PollOnly turns LISTEN/NOTIFY off, for PgBouncer in transaction pooling mode (which
 	// cannot hold a LISTEN): waiters then re-check every PollInterval, and changes made by
@@ -108,6 +119,10 @@ func (c *Config) withDefaults() Config {
 		out = *c
 	}
 	out.Schema = cmp.Or(out.Schema, SchemaDefault)
+	out.followDatabase = out.Now == nil
+	if out.machineClock == nil {
+		out.machineClock = time.Now
+	}
 	planekit.CommonDefaults(&out.Backoff, &out.Retention, &out.Now, &out.Logger)
 	out.MaintenanceInterval = cmp.Or(out.MaintenanceInterval, MaintenanceIntervalDefault)
 	out.LeaderTTL = cmp.Or(out.LeaderTTL, LeaderTTLDefault)

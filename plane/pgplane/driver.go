@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -93,6 +94,10 @@ type Driver struct {
 	submits      *planekit.Grouper[*submitRequest]
 	posts        *planekit.Grouper[*postRequest]
 
+	// clockOffset is the database's clock minus the machine's, in nanoseconds, when the
+	// plane's clock follows the database's (Config.Now unset; syncClock).
+	clockOffset atomic.Int64
+
 	stop      chan struct{} // closed by Close
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -162,6 +167,12 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 		stop:   make(chan struct{}),
 		rand:   planekit.NewLockedRand(c.Seed),
 	}
+	if c.followDatabase {
+		d.cfg.Now = d.databaseNow
+		if err := d.syncClock(ctx); err != nil {
+			return nil, fmt.Errorf("pgplane: read the database's clock: %w", pgdb.Classify(pool.Config().ConnConfig, err))
+		}
+	}
 	if err := Migrate(ctx, pool, c.Schema); err != nil {
 		return nil, err
 	}
@@ -226,6 +237,36 @@ func (d *Driver) Close() error {
 	})
 	return nil
 }
+
+// databaseNow is the plane's clock when Config.Now is unset: the database's, as the
+// machine's clock corrected by the offset syncClock measured.
+func (d *Driver) databaseNow() time.Time {
+	return d.cfg.machineClock().Add(time.Duration(d.clockOffset.Load()))
+}
+
+// syncClock measures the offset of the database's clock from the machine's: one read of
+// clock_timestamp(), against the middle of the machine's readings around it, so the
+// measure is off by at most half the round trip. A change of less than clockJitter plus
+// that half is not applied, so the plane's clock does not wander with each round trip's
+// noise (a loaded machine's slow round trips included).
+func (d *Driver) syncClock(ctx context.Context) error {
+	before := d.cfg.machineClock()
+	var database time.Time
+	if err := d.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&database); err != nil {
+		return err
+	}
+	after := d.cfg.machineClock()
+	half := after.Sub(before) / 2
+	offset := database.Sub(before.Add(half))
+	if (offset - time.Duration(d.clockOffset.Load())).Abs() >= clockJitter+half {
+		d.clockOffset.Store(int64(offset))
+	}
+	return nil
+}
+
+// clockJitter is the least change of the measured clock offset that syncClock applies: far
+// below any lease (a second at least), above a round trip's noise.
+const clockJitter = 20 * time.Millisecond
 
 // checkOpen returns plane.ErrClosed once Close has begun.
 func (d *Driver) checkOpen() error { return planekit.CheckOpen(d.stop) }

@@ -18,9 +18,14 @@ func (d *Driver) maintainLoop() {
 	})
 }
 
-// takeLeadership takes or renews the maintenance lease and reports whether this process
-// holds it.
+// takeLeadership measures the database's clock again (syncClock, when the plane follows it)
+// and takes or renews the maintenance lease, and reports whether this process holds it.
 func (d *Driver) takeLeadership(ctx context.Context) (bool, error) {
+	if d.cfg.followDatabase {
+		if err := d.syncClock(ctx); err != nil {
+			return false, err
+		}
+	}
 	rows, err := d.pool.Query(ctx, d.sql.leaderTake, d.node, d.cfg.LeaderTTL.Seconds())
 	if err != nil {
 		return false, err

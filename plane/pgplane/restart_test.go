@@ -6,28 +6,61 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// TestServerRestart restarts PostgreSQL in the middle of a workload spread over two planes:
-// every acknowledged submit ends succeeded, no job is acked successfully twice, and callers
-// saw only retryable errors.
+// TestServerRestart restarts PostgreSQL (fast shutdown) in the middle of a workload spread
+// over two planes: every acknowledged submit ends succeeded, no job is acked successfully
+// twice, every wait answers, and callers saw only retryable errors.
 func TestServerRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts the test server; skipped with -short")
 	}
-	url := pgtest.Database(t)
 	srv := pgtest.Shared(t)
+	survivesOutages(t, 1500, 1, func(t *testing.T, _ string) { require.NoError(t, srv.Restart()) })
+}
+
+// TestServerCrash crashes PostgreSQL three times in the middle of the same workload: a
+// backend SIGKILLed, so the postmaster ends every other session at once and runs crash
+// recovery (as after a power cut, without the fast shutdown's checkpoint), refusing
+// connections (57P03) until it is done. The same outcome is asked of it.
+func TestServerCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crashes the test server; skipped with -short")
+	}
+	survivesOutages(t, 1200, 3, crashServer)
+}
+
+// crashServer SIGKILLs one backend of database url's server.
+func crashServer(t *testing.T, url string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var pid int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+}
+
+// survivesOutages runs jobs through producers, workers and waiters (one per tenth job) on
+// two planes of a fresh database, calling outage outages times, spread over the submits,
+// and checks that every acknowledged submit ends succeeded, no job is acked successfully
+// twice, every wait answers, the counters match and callers met only retryable errors.
+func survivesOutages(t *testing.T, jobs, outages int, outage func(t *testing.T, url string)) {
+	url := pgtest.Database(t)
 	cfg := Config{MaintenanceInterval: 100 * time.Millisecond, LeaderTTL: time.Second, PollInterval: 200 * time.Millisecond}
 	planes := []*Driver{open(t, url, &cfg), open(t, url, &cfg)}
-	const jobs = 1500
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 
 	var mu sync.Mutex
@@ -40,11 +73,14 @@ func TestServerRestart(t *testing.T) {
 			unavailable.Add(1)
 			return true
 		}
-		unexpected.CompareAndSwap(nil, err)
+		if ctx.Err() == nil { // else the test is over
+			unexpected.CompareAndSwap(nil, err)
+		}
 		return false
 	}
 	var submitted atomic.Int64
 	var wg sync.WaitGroup
+	waited := make(chan string, jobs)
 	for w := range 4 { // producers
 		wg.Add(1)
 		go func() {
@@ -58,9 +94,38 @@ func TestServerRestart(t *testing.T) {
 						acknowledged[res[0].ID] = true
 						mu.Unlock()
 						submitted.Add(1)
+						if i%10 == 0 {
+							waited <- res[0].ID
+						}
 						break
 					}
 					if !retryable(err) {
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	var answered atomic.Int64
+	for w := range 8 { // waiters, across the outages
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				var id string
+				select {
+				case id = <-waited:
+				case <-ctx.Done():
+					return
+				}
+				for {
+					inv, err := planes[w%2].InvocationWait(ctx, &plane.WaitParams{ID: id, Timeout: 2 * time.Minute})
+					if err == nil && inv.State.Terminal() {
+						answered.Add(1)
+						break
+					}
+					if err != nil && !retryable(err) {
 						return
 					}
 					time.Sleep(50 * time.Millisecond)
@@ -109,32 +174,37 @@ func TestServerRestart(t *testing.T) {
 			}
 		}()
 	}
-	require.Eventually(t, func() bool { return submitted.Load() > jobs/3 }, time.Minute, 10*time.Millisecond)
-	require.NoError(t, srv.Restart())
-	t.Logf("restarted PostgreSQL after %d acknowledged submits", submitted.Load())
+	for n := 1; n <= outages; n++ {
+		require.Eventually(t, func() bool { return submitted.Load() > int64(n*jobs/(outages+2)) }, time.Minute, 5*time.Millisecond)
+		outage(t, url)
+		t.Logf("outage %d after %d acknowledged submits", n, submitted.Load())
+	}
 
-	// Wait until every job is terminal.
+	// Wait until every job is terminal and every wait answered.
 	require.Eventually(t, func() bool {
-		if submitted.Load() < jobs {
+		if submitted.Load() < int64(jobs) {
 			return false
 		}
 		n, err := planes[0].InvocationCount(ctx, &plane.CountParams{Namespace: "default", Queue: "q", State: plane.StateSucceeded})
-		return err == nil && n == jobs
-	}, 90*time.Second, 100*time.Millisecond, "all jobs succeed")
-	close(done)
-	wg.Wait()
+		return err == nil && n == int64(jobs)
+	}, 2*time.Minute, 100*time.Millisecond, "all jobs succeed")
+	require.Eventually(t, func() bool { return answered.Load() == int64(jobs/10) }, time.Minute, 10*time.Millisecond,
+		"every wait answers")
 	if err, _ := unexpected.Load().(error); err != nil {
 		t.Fatalf("a caller got a non-retryable error: %v", err)
 	}
+	close(done)
+	cancel()
+	wg.Wait()
 	t.Logf("callers met %d retryable errors", unavailable.Load())
 	require.Len(t, acknowledged, jobs, "one job per key, every submit acknowledged")
 	for id := range acknowledged {
-		inv, err := planes[1].InvocationGet(ctx, id)
+		inv, err := planes[1].InvocationGet(t.Context(), id)
 		require.NoError(t, err)
 		require.Equal(t, plane.StateSucceeded, inv.State, "job %s", id)
 		require.LessOrEqual(t, acked[id], 1, "job %s acked successfully twice", id)
 	}
-	stats, err := planes[0].QueueStatsList(ctx, "default")
+	stats, err := planes[0].QueueStatsList(t.Context(), "default")
 	require.NoError(t, err)
-	require.Equal(t, map[plane.State]int64{plane.StateSucceeded: jobs}, stats[0].Counts, "the counters match")
+	require.Equal(t, map[plane.State]int64{plane.StateSucceeded: int64(jobs)}, stats[0].Counts, "the counters match")
 }

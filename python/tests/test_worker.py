@@ -477,6 +477,41 @@ def test_a_body_stops_when_its_lease_ends_unanswered(
     assert row.result is None, "the stopped body's attempt settled nothing"
 
 
+def test_a_worker_whose_clock_is_behind_keeps_its_lease(mem: lakeshore.Dispatch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker on a machine whose clock runs 60 s behind the server's heartbeats often
+    enough to keep its lease: the lease's end is reckoned on the worker's own monotonic
+    clock (the claim's answer, or the sending of the last accepted heartbeat, plus the lease
+    TTL, as Go's worker does), not by comparing the server's lease_expires_at with the
+    worker's wall clock. Before, the worker read 61 s left on a 1 s lease, heartbeat every
+    20 s, and the server expired the lease under the running body: the job was re-queued
+    (its second attempt claimable beside the first) and the body's result was refused."""
+    import datetime as real_datetime
+
+    import lakeshore.queue as queue_module
+
+    class Behind(real_datetime.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return real_datetime.datetime.now(tz) - real_datetime.timedelta(seconds=60)
+
+    monkeypatch.setattr(queue_module, "datetime", Behind)
+
+    @udf(queue="clock-behind", dispatch=mem, lease_ttl=1.0, max_attempts=3)
+    def slow() -> str:
+        time.sleep(4)
+        return "done"
+
+    inv = slow.submit()
+    t = threading.Thread(target=run_worker, args=(mem,), kwargs={"queues": [slow], "once": True}, daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive()
+    row = slow.queue().get(inv)
+    assert row.state == "succeeded", f"the lease was lost under the running body: {row.state}, attempt {row.attempt}"
+    assert row.attempt == 1
+    assert slow.queue().result(inv) == "done"
+
+
 def test_a_killed_job_that_finishes_anyway_is_no_warning(mem: lakeshore.Dispatch, caplog: pytest.LogCaptureFixture) -> None:
     # A kill the body outruns (it returns before a heartbeat notices, as a RolloutPool's
     # stop does to rollouts about to end) is fenced off at the settle: expected, said at

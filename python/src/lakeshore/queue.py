@@ -177,6 +177,16 @@ class Job:
     lease_expires_at: datetime | None = None
     result: Any = None
     token: str = dataclasses.field(default="", repr=False)
+    # The time.monotonic() instant the lease ends as this process reckons it: the claim's
+    # answer, or the sending of the last heartbeat the server accepted, plus the lease TTL
+    # (as Go's worker reckons it). Never lease_expires_at against this machine's wall clock,
+    # which may be off from the server's. None: not reckoned (a Job made by hand).
+    _held_until: float | None = dataclasses.field(default=None, repr=False, compare=False)
+
+
+LEASE_TTL_DEFAULT = 30.0
+"""The lease of a claim or heartbeat that names none: the server's default (Go's
+plane.LeaseTTLDefault)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1448,7 +1458,9 @@ class QueueCore:
                     asyncio.run_coroutine_threadsafe(self._release(fut.result()), self.dispatch._portal.loop)
                 raise
             if d is not None:
-                return await self._job(d)
+                job = await self._job(d)
+                job._held_until = time.monotonic() + (ttl if ttl is not None else LEASE_TTL_DEFAULT)
+                return job
             if time.monotonic() >= end:
                 return None
 
@@ -1682,6 +1694,8 @@ class QueueCore:
             max_attempts=int(d.get("max_attempts") or 0),
             lease_expires_at=d.get("lease_expires_at") if isinstance(d.get("lease_expires_at"), datetime) else None,
             token=str(d.get("token") or ""),
+            # Claimed with this queue's lease (a claim naming another sets its own).
+            _held_until=time.monotonic() + (self.lease_ttl if self.lease_ttl is not None else LEASE_TTL_DEFAULT),
         )
 
     def _held(self, job: Job | str) -> Job:
@@ -1790,9 +1804,11 @@ class QueueCore:
         ttl = lease_ttl if lease_ttl is not None else self.lease_ttl
         if ttl is not None:
             body["lease_ttl"] = ttl
+        sent = time.monotonic()
         ans = await self._call(
             "POST", invocation_path(j.id) + "/heartbeat", body=body, retry="fenced", deadline=_lease_deadline(j)
         )
+        j._held_until = sent + (ttl if ttl is not None else LEASE_TTL_DEFAULT)
         exp = ans.get("lease_expires_at")
         if isinstance(exp, datetime):
             j.lease_expires_at = exp
@@ -1822,18 +1838,29 @@ class QueueCore:
                 continue
 
 
-def _lease_deadline(job: Job) -> float | None:
-    """The monotonic instant the job's lease ends (retries of fenced calls stop there)."""
+def _lease_left(job: Job) -> float | None:
+    """Seconds until the job's lease ends as this process reckons it (``Job._held_until``,
+    on the monotonic clock); for a Job without one, ``lease_expires_at`` against this
+    machine's clock. None: unknown."""
+    if job._held_until is not None:
+        return job._held_until - time.monotonic()
     if job.lease_expires_at is None:
         return None
-    left = (job.lease_expires_at - datetime.now(timezone.utc)).total_seconds()
+    return (job.lease_expires_at - datetime.now(timezone.utc)).total_seconds()
+
+
+def _lease_deadline(job: Job) -> float | None:
+    """The monotonic instant the job's lease ends (retries of fenced calls stop there)."""
+    left = _lease_left(job)
+    if left is None:
+        return None
     return time.monotonic() + max(left, 1.0)
 
 
 def _heartbeat_interval(job: Job) -> float:
-    if job.lease_expires_at is None:
+    left = _lease_left(job)
+    if left is None:
         return 10.0
-    left = (job.lease_expires_at - datetime.now(timezone.utc)).total_seconds()
     return max(0.2, left / 3)
 
 
@@ -1841,9 +1868,9 @@ def _lease_ends_before_next_beat(job: Job) -> bool:
     """Whether the job's lease (as the plane last extended it) ends before the next
     heartbeat (:func:`_heartbeat_interval`) could extend it: a worker whose heartbeats the
     plane does not answer stops the body then (Go's ``execution.unrenewed``)."""
-    if job.lease_expires_at is None:
+    left = _lease_left(job)
+    if left is None:
         return False
-    left = (job.lease_expires_at - datetime.now(timezone.utc)).total_seconds()
     return left <= _heartbeat_interval(job)
 
 
