@@ -793,6 +793,7 @@ func (d *refDriver) QueueStatsList(ctx context.Context, namespace string) ([]pla
 	for k, counts := range byQueue {
 		out = append(out, plane.QueueStats{Namespace: k[0], Queue: k[1], Counts: counts})
 	}
+	out = d.addKeyStats(out, namespace)
 	paused := map[[2]string]bool{}
 	for k := range d.paused {
 		if namespace == "" || k[0] == namespace {
@@ -800,6 +801,44 @@ func (d *refDriver) QueueStatsList(ctx context.Context, namespace string) ([]pla
 		}
 	}
 	return plane.MarkPaused(out, paused), nil
+}
+
+// addKeyStats lists the concurrency keys of stats' queues (no admission here: weight 1,
+// no limit, no rate limit): those with jobs claimable or running, and those a worker's
+// "slow down" holds back past now, saying for how long; with d.mu held.
+func (d *refDriver) addKeyStats(stats []plane.QueueStats, namespace string) []plane.QueueStats {
+	now := d.now()
+	keys := map[refKey]*plane.KeyStats{}
+	of := func(k refKey) *plane.KeyStats {
+		if keys[k] == nil {
+			keys[k] = &plane.KeyStats{Key: k.key, Weight: 1}
+		}
+		return keys[k]
+	}
+	for _, ri := range d.invs {
+		inv := &ri.inv
+		if inv.ConcurrencyKey == "" || (namespace != "" && inv.Namespace != namespace) {
+			continue
+		}
+		k := refKey{inv.Namespace, inv.Queue, inv.ConcurrencyKey}
+		switch {
+		case inv.State == plane.StateRunning:
+			of(k).Running++
+		case inv.State == plane.StateQueued && !now.Before(inv.AvailableAt):
+			of(k).Queued++
+		}
+	}
+	for k, until := range d.held {
+		if (namespace == "" || k.ns == namespace) && until.After(now) {
+			of(k).RateWait = plane.Admission{}.KeyRateWait(k.key, -1, time.Time{}, until, now)
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(keys), func(a, b refKey) int {
+		return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.q, b.q), cmp.Compare(a.key, b.key))
+	}) {
+		stats = plane.AddKeyStats(stats, k.ns, k.q, *keys[k])
+	}
+	return stats
 }
 
 func (d *refDriver) InvocationTrim(ctx context.Context, p *plane.TrimParams) (int64, error) {
