@@ -40,9 +40,9 @@ type Job struct {
 	payload  []byte
 	token    string
 	leaseTTL time.Duration
-	// heldUntil is when the lease ends as the claim's answer left it: its arrival plus
-	// leaseTTL. Written once, by newJob; the execution keeps the later renewals
-	// (execution.heldUntil).
+	// heldUntil is when the lease ends as the claim's answer left it, on this process's
+	// monotonic clock: its arrival plus leaseTTL (plane.LeaseHeldUntil). Written once, by
+	// newJob; the execution keeps the later renewals (execution.heldUntil).
 	heldUntil time.Time
 }
 
@@ -63,7 +63,7 @@ func newJob(j *plane.Job, leaseTTL time.Duration) *Job {
 		payload:        j.Payload,
 		token:          j.Token,
 		leaseTTL:       leaseTTL,
-		heldUntil:      time.Now().Add(leaseTTL),
+		heldUntil:      plane.LeaseHeldUntil(time.Now(), leaseTTL),
 	}
 }
 

@@ -318,9 +318,10 @@ type execution struct {
 	logger *slog.Logger
 	lost   atomic.Bool // the lease is gone: settle nothing
 	// renewedUntil is when the lease ends as the last heartbeat the plane accepted left it
-	// (Unix nanoseconds; 0: none yet, the claim's job.heldUntil holds). Written by the
-	// job's heartbeat loop, read by it and by the settle, which a Worker's heartbeats outlast.
-	renewedUntil atomic.Int64
+	// (nil: none yet, the claim's job.heldUntil holds), with its monotonic reading, so that a
+	// step of the machine's wall clock does not move it. Written by the job's heartbeat
+	// loop, read by it and by the settle, which a Worker's heartbeats outlast.
+	renewedUntil atomic.Pointer[time.Time]
 	// handlerDone, when set, is called once the handler returned, before the settle.
 	handlerDone func()
 	// settleFn, when set, settles the job instead of Queue.settle: a Worker's settle that
@@ -368,11 +369,13 @@ const (
 	settleRetryMax   = 2 * time.Second
 )
 
-// heldUntil is when the job's lease ends as far as this process knows: the last accepted
-// heartbeat's sending plus the lease TTL, else the claim's answer's arrival plus it.
+// heldUntil is when the job's lease ends as far as this process knows, on its monotonic
+// clock (plane.LeaseHeldUntil): the last accepted heartbeat's sending plus the lease TTL,
+// else the claim's answer's arrival plus it. Never the plane's LeaseExpiresAt, which is on
+// the plane's clock.
 func (e *execution) heldUntil() time.Time {
-	if n := e.renewedUntil.Load(); n != 0 {
-		return time.Unix(0, n)
+	if t := e.renewedUntil.Load(); t != nil {
+		return *t
 	}
 	return e.job.heldUntil
 }
@@ -386,7 +389,8 @@ func (e *execution) leaseLost() {
 // renewed records a heartbeat of the job that the plane accepted, sent at sent: the lease
 // holds until sent + the lease TTL at least.
 func (e *execution) renewed(sent time.Time) {
-	e.renewedUntil.Store(sent.Add(e.job.leaseTTL).UnixNano())
+	until := plane.LeaseHeldUntil(sent, e.job.leaseTTL)
+	e.renewedUntil.Store(&until)
 }
 
 // unrenewed is called, at now, when a heartbeat of the job could not reach the plane and

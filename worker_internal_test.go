@@ -50,3 +50,27 @@ func TestRefusedSettleFailsTheAttempt(t *testing.T) {
 		require.Contains(t, inv.Error.Message, "retry_delay")
 	}
 }
+
+// TestHeldUntilIsMonotonic: the end of a job's lease as the execution reckons it, from the
+// claim and from each heartbeat the plane accepted, is on this process's monotonic clock
+// (time.Time's "m=" reading), so a step of the machine's wall clock (NTP correcting a
+// skewed clock) does not move it. Before, a renewal was kept as Unix nanoseconds, a wall
+// clock reading only.
+func TestHeldUntilIsMonotonic(t *testing.T) {
+	t.Parallel()
+	d, err := Open(t.Context(), ":memory:", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	q, err := d.Queue("held", nil)
+	require.NoError(t, err)
+	_, err = q.Submit(t.Context(), 1, nil)
+	require.NoError(t, err)
+	job, err := q.Claim(t.Context(), &ClaimOptions{Wait: 5 * time.Second, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	e := &execution{q: q, job: job, cancel: func(error) {}, logger: slog.New(slog.NewTextHandler(t.Output(), nil))}
+	require.Contains(t, e.heldUntil().String(), " m=", "the claim's reckoning")
+	sent := time.Now()
+	e.renewed(sent)
+	require.Contains(t, e.heldUntil().String(), " m=", "a renewal's reckoning")
+	require.Equal(t, time.Minute, e.heldUntil().Sub(sent))
+}

@@ -128,7 +128,7 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, params *plane.ClaimPar
 			return nil, err
 		}
 		if len(out.Jobs) > 0 || wait == 0 || !time.Now().Before(end) {
-			jobs := d.claimed(ctx, out.Jobs)
+			jobs := d.claimed(ctx, out.Jobs, params.LeaseTTL)
 			if len(out.Jobs) > 0 && ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -141,11 +141,15 @@ func (d *Driver) InvocationClaimMany(ctx context.Context, params *plane.ClaimPar
 // (the caller went away: it is not a claimer), the jobs are given back at once
 // (plane.ReleaseAbandoned) and none is returned, instead of staying held until their
 // lease expires.
-func (d *Driver) claimed(ctx context.Context, answer []api.Job) []*plane.Job {
+//
+// Each job's lease is reckoned to end leaseTTL (0: the default) after the answer arrived
+// (leaseBook).
+func (d *Driver) claimed(ctx context.Context, answer []api.Job, leaseTTL time.Duration) []*plane.Job {
+	arrived := time.Now()
 	jobs := make([]*plane.Job, len(answer))
 	for i := range answer {
 		jobs[i] = answer[i].Plane()
-		d.leases.note(jobs[i].ID, jobs[i].LeaseExpiresAt)
+		d.leases.note(jobs[i].ID, plane.LeaseHeldUntil(arrived, leaseTTL))
 	}
 	if len(jobs) > 0 && ctx.Err() != nil {
 		plane.ReleaseAbandoned(ctx, d, jobs) //nolint:errcheck // a failed release leaves the jobs to their lease's expiry
@@ -268,7 +272,8 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 		ids[i] = p.ID
 	}
 	var out api.HeartbeatsResponse
-	if err := d.do(ctx, &call{method: "POST", path: "/v1/heartbeat", body: req, out: &out, safe: true, until: d.leaseEnd(ctx, ids)}); err != nil {
+	c := &call{method: "POST", path: "/v1/heartbeat", body: req, out: &out, safe: true, until: d.leaseEnd(ctx, ids)}
+	if err := d.do(ctx, c); err != nil {
 		return nil, err
 	}
 	if len(out.Results) != len(params) {
@@ -281,7 +286,7 @@ func (d *Driver) InvocationHeartbeatMany(ctx context.Context, params []plane.Hea
 			res[i].Err = r.Error.Err()
 			d.leases.forget(params[i].ID)
 		} else {
-			d.leases.note(params[i].ID, r.LeaseExpiresAt)
+			d.leases.note(params[i].ID, plane.LeaseHeldUntil(c.sent, params[i].LeaseTTL))
 		}
 	}
 	return res, nil

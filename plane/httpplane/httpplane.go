@@ -117,7 +117,7 @@ type Driver struct {
 	ids     *plane.IDGenerator
 	ownTr   *http.Transport // the transport New made, closed by Close
 
-	leases leaseBook // lease expiries of the jobs claimed here, bounding settle retries
+	leases leaseBook // lease ends of the jobs claimed here (on this process's clock), bounding settle retries
 	// settles coalesces concurrent InvocationSettleMany calls into batched requests.
 	settles settleGroup
 	// submits coalesces concurrent InvocationSubmitMany calls to one queue.
@@ -131,14 +131,19 @@ type Driver struct {
 	closed   atomic.Bool
 }
 
-// leaseBook remembers the latest lease expiry of the jobs claimed or heartbeated through
-// this driver, so settles and heartbeats are retried until their lease ends.
+// leaseBook remembers when the leases of the jobs claimed or heartbeated through this
+// driver end, as this process reckons it on its monotonic clock (plane.LeaseHeldUntil:
+// the claim's answer's arrival, or the sending of the heartbeat the server accepted, plus
+// the lease TTL asked for), so settles and heartbeats are retried until their lease ends.
+// Never the server's lease_expires_at, which is on the plane's clock: compared with this
+// machine's, a skewed client retried a settle long past its lease, or gave up on it while
+// the lease still held (docs/operations.md, "One clock").
 type leaseBook struct {
 	mu sync.Mutex
 	m  map[string]time.Time
 }
 
-func (b *leaseBook) note(id string, expires time.Time) {
+func (b *leaseBook) note(id string, heldUntil time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
@@ -152,7 +157,7 @@ func (b *leaseBook) note(id string, expires time.Time) {
 			}
 		}
 	}
-	b.m[id] = expires
+	b.m[id] = heldUntil
 }
 
 func (b *leaseBook) forget(id string) {
@@ -173,12 +178,13 @@ func (b *leaseBook) latest(ids []string) time.Time {
 	return end
 }
 
-// leaseEnd is when the retries of a settle or heartbeat of ids stop: the latest lease
-// expiry known for them (else plane.LeaseTTLDefault from now), or ctx's deadline when that
-// is earlier. Past it a settle cannot succeed anyway.
+// leaseEnd is when the retries of a settle or heartbeat of ids stop: the latest end of
+// their leases as this process reckons it (leaseBook; else, for jobs not claimed here,
+// plane.LeaseTTLDefault from now), or ctx's deadline when that is earlier. Past it a
+// settle cannot succeed anyway; a call whose lease already ended is sent once.
 func (d *Driver) leaseEnd(ctx context.Context, ids []string) time.Time {
 	end := d.leases.latest(ids)
-	if end.IsZero() || end.Before(time.Now()) {
+	if end.IsZero() {
 		end = time.Now().Add(plane.LeaseTTLDefault)
 	}
 	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
@@ -312,6 +318,9 @@ type call struct {
 	claims bool
 	// ifMatch, when set, is sent as If-Match (a conditional set: plane.AdmissionParams).
 	ifMatch string
+	// sent is set by do: when the last attempt was sent (a heartbeat's lease runs from the
+	// attempt the server answered).
+	sent time.Time
 }
 
 // claimAnswerWait is how long a claim whose caller went away waits, after half-closing
@@ -356,6 +365,7 @@ func (d *Driver) do(ctx context.Context, c *call) error {
 			rest = c.path + "?" + q.Encode()
 		}
 		srv := d.server()
+		c.sent = time.Now()
 		err, retryAfter, retryable := d.once(ctx, reqCtx, c, d.bases[srv]+rest, body)
 		if err != nil && (errors.Is(err, plane.ErrUnavailable) || errors.Is(err, errServerDown)) {
 			d.failover(srv)

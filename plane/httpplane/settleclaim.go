@@ -77,7 +77,7 @@ func (d *Driver) InvocationSettleAndClaim(ctx context.Context, settle []plane.Se
 			errs[i] = r.Error.Err()
 		}
 	}
-	jobs := d.claimed(ctx, out.Jobs)
+	jobs := d.claimed(ctx, out.Jobs, p.LeaseTTL)
 	if len(jobs) == 0 && p.Wait > 0 && time.Until(end) > 0 && ctx.Err() == nil {
 		rest := *p
 		rest.Wait = time.Until(end)
