@@ -2,6 +2,7 @@ package lakeshore_test
 
 import (
 	"context"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/internal/skewtest"
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
+	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
+	"github.com/lakeshore-dev/lakeshore/server"
 )
 
 // skewedHTTPQueue is queue "test", its one job submitted, of a Dispatch over HTTP whose
@@ -86,4 +89,38 @@ func TestWorkingSkewedClock(t *testing.T) {
 		require.True(t, handled)
 		require.ErrorIs(t, err, lakeshore.ErrLeaseLost)
 	})
+}
+
+// TestCreateTokenOnThePlanesClock: the SDK stamps a token's expiry on the plane's clock
+// (Config.Now defaults to plane.ClockOf: here the SQLite plane's Config.Now, an hour behind
+// this machine's; on PostgreSQL the database's), the clock a server over the plane checks it
+// on, so a token minted with `lakeshore token create` on one machine lives its TTL on every
+// server. Before, it was stamped on the minting machine's clock: an hour ahead of the
+// plane's here, the ten-minute token lived an hour and ten minutes.
+func TestCreateTokenOnThePlanesClock(t *testing.T) {
+	t.Parallel()
+	planeNow := func() time.Time { return time.Now().Add(-time.Hour) }
+	back, err := sqliteplane.Open(t.Context(), ":memory:", &sqliteplane.Config{Now: planeNow})
+	require.NoError(t, err)
+	t.Cleanup(func() { back.Close() })
+	d := lakeshore.New(back, &lakeshore.Config{Logger: testLogger(t)})
+	secret, tok, err := d.Admin().CreateToken(t.Context(), &lakeshore.TokenOptions{Namespace: "*", Queue: "*",
+		Permissions: []lakeshore.Permission{lakeshore.PermissionRead}, TTL: 10 * time.Minute})
+	require.NoError(t, err)
+	require.WithinDuration(t, planeNow().Add(10*time.Minute), tok.ExpiresAt, time.Minute)
+	require.WithinDuration(t, planeNow(), tok.CreatedAt, time.Minute)
+
+	srv := server.New(back, &server.Config{AdminToken: "lks_admin-secret", Logger: testLogger(t)})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ts.Close()
+		srv.Stop()
+	})
+	over, err := lakeshore.Open(t.Context(), ts.URL, &lakeshore.Config{HTTP: &httpplane.Config{Token: secret}, Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { over.Close() })
+	q, err := over.Queue("q", nil)
+	require.NoError(t, err)
+	_, err = q.Count(t.Context(), lakeshore.StateQueued)
+	require.NoError(t, err, "the server takes the token as live")
 }

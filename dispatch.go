@@ -53,8 +53,12 @@ type Config struct {
 	// to $LAKESHORE_NAMESPACE, else NamespaceDefault ("default").
 	Namespace string
 
-	// Now is the clock the SDK reads (Trim's cutoff). Defaults to time.Now. A test with a
-	// fake clock sets the plane's clock too (SQLite.Now).
+	// Now is the clock the SDK reads (Trim's cutoff, a token's creation and expiry, a
+	// worker's start). Defaults to the plane's clock (plane.ClockOf: the SQLite plane's
+	// Config.Now, the PostgreSQL plane's database clock), else time.Now (over HTTP), so
+	// that times the SDK stamps are compared on the clock the plane compares them on
+	// (docs/operations.md, "One clock"). A test with a fake clock sets the plane's clock
+	// (SQLite.Now), which this then follows.
 	Now func() time.Time
 
 	// Postgres configures the PostgreSQL plane that Open starts for postgres:// and
@@ -80,9 +84,6 @@ func (c *Config) withDefaults(getenv func(string) string) Config {
 	out.Namespace = cmp.Or(out.Namespace, getenv(EnvNamespace), NamespaceDefault)
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	if out.Now == nil {
-		out.Now = time.Now
 	}
 	if out.WorkerID == "" {
 		host, _ := os.Hostname()
@@ -191,6 +192,9 @@ func New(drv plane.Driver, cfg *Config) *Dispatch {
 }
 
 func newDispatch(drv plane.Driver, c Config) *Dispatch {
+	if c.Now == nil {
+		c.Now = plane.ClockOf(drv)
+	}
 	return &Dispatch{drv: drv, cfg: c, topics: plane.NewIDGenerator()}
 }
 

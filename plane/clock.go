@@ -15,3 +15,19 @@ import (
 func LeaseHeldUntil(from time.Time, ttl time.Duration) time.Time {
 	return from.Add(cmp.Or(ttl, LeaseTTLDefault))
 }
+
+// Clock is a Driver that tells the time on the plane's clock: the one its leases,
+// deadlines, due times and tokens' expiries are stamped and compared on (the SQLite plane:
+// its Config.Now; the PostgreSQL plane: the database's clock unless Config.Now is set).
+type Clock interface {
+	Now() time.Time
+}
+
+// ClockOf returns the plane's clock of drv when drv is a Clock, else time.Now (a plane
+// over HTTP: the server stamps and compares times on its own).
+func ClockOf(drv any) func() time.Time {
+	if c, ok := drv.(Clock); ok {
+		return c.Now
+	}
+	return time.Now
+}

@@ -145,7 +145,12 @@ type Config struct {
 	// every slot of MaxLongPolls. Defaults to a quarter of MaxLongPolls (at least 1).
 	MaxLongPollsPerTenant int
 
-	// Now is the clock of token expiry. Defaults to time.Now.
+	// Now is the clock of token expiry: a token's ExpiresAt is stamped and checked on it.
+	// Defaults to the plane's clock (plane.ClockOf(drv): the SQLite plane's Config.Now, the
+	// PostgreSQL plane's database clock), so that every server over one plane, on machines
+	// whose clocks disagree, ends a token at the same instant, and a token stamped by the
+	// SDK on the plane's clock (Admin.CreateToken) is checked on the same one; time.Now for a
+	// driver that keeps no clock (docs/operations.md, "One clock").
 	Now func() time.Time
 
 	// RawValues accepts payloads, results and frame values in msgpack bodies as opaque
@@ -211,9 +216,6 @@ func (c *Config) withDefaults() Config {
 	out.MaxDataQueuesPerNamespace = cmp.Or(out.MaxDataQueuesPerNamespace, MaxDataQueuesPerNamespaceDefault)
 	out.MaxCodeBytesPerNamespace = cmp.Or(out.MaxCodeBytesPerNamespace, MaxCodeBytesPerNamespaceDefault)
 	out.MaxAdmissionBlocksPerNamespace = cmp.Or(out.MaxAdmissionBlocksPerNamespace, MaxAdmissionBlocksPerNamespaceDefault)
-	if out.Now == nil {
-		out.Now = time.Now
-	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -318,6 +320,9 @@ type Server struct {
 // are already registered there, like prometheus.MustRegister.
 func New(drv plane.Driver, cfg *Config) *Server {
 	c := cfg.withDefaults()
+	if c.Now == nil {
+		c.Now = plane.ClockOf(drv)
+	}
 	s := &Server{drv: drv, cfg: c, log: c.Logger, mux: http.NewServeMux(), ids: plane.NewIDGenerator(),
 		crossOrigin: http.NewCrossOriginProtection(),
 		longPolls:   make(chan struct{}, c.MaxLongPolls), tenantPolls: map[string]int{}, tenantDataQueues: map[string]map[string]int{},

@@ -148,7 +148,7 @@ func RunTokenList(ctx context.Context, target string, jsonOut bool, out io.Write
 	if !jsonOut {
 		tw.row("ID", "NAMESPACE", "QUEUE", "CAN", "CREATED", "EXPIRES", "STATUS")
 	}
-	now := time.Now()
+	now := plane.ClockOf(d.Driver())() // the clock the server checks expiries on
 	for _, t := range toks {
 		perms := make([]string, len(t.Permissions))
 		for i, p := range t.Permissions {

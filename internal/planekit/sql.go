@@ -182,6 +182,10 @@ type Verbs struct {
 // NewVerbs returns the shared verbs over p with the driver's statements st.
 func NewVerbs(p Plane, st *Statements) Verbs { return Verbs{p: p, db: p.DB, st: st} }
 
+// Now reads the plane's clock (Plane.Now): a driver embedding Verbs is a plane.Clock, on
+// which the server and the SDK stamp and check tokens' expiries.
+func (v Verbs) Now() time.Time { return v.p.Now() }
+
 // Statements are a driver's SQL text for Verbs, in its dialect (placeholders, schema,
 // collation, locks). Each field names the arguments it is run with, in order ($1 … or ?1 …).
 type Statements struct {

@@ -46,6 +46,10 @@ func TestSkewedMachineClock(t *testing.T) {
 	require.NoError(t, res[0].Err, "the first worker still holds its lease")
 	require.WithinDuration(t, time.Now().Add(plane.LeaseTTLDefault), res[0].LeaseExpiresAt, 5*time.Second)
 
+	// b's clock, which a server over it stamps and checks tokens' expiries on
+	// (plane.ClockOf), is the database's, not its machine's.
+	require.WithinDuration(t, time.Now(), plane.ClockOf(b)(), 5*time.Second)
+
 	// The times b stores are the database's, not its machine's.
 	other := submitOne(t, b, plane.SubmitParams{})
 	inv, err = a.InvocationGet(t.Context(), other)

@@ -103,7 +103,10 @@ type Driver struct {
 	closeOnce sync.Once
 }
 
-var _ plane.Driver = (*Driver)(nil)
+var (
+	_ plane.Driver = (*Driver)(nil)
+	_ plane.Clock  = (*Driver)(nil) // Now: the plane's clock (planekit.Verbs)
+)
 
 // Open connects to the PostgreSQL database at url (postgres://user:password@host:port/db or
 // a key=value connection string; pool_max_conns sets the pool's size, 8 by default; the

@@ -49,7 +49,10 @@ type Driver struct {
 	closeErr  error
 }
 
-var _ plane.Driver = (*Driver)(nil)
+var (
+	_ plane.Driver = (*Driver)(nil)
+	_ plane.Clock  = (*Driver)(nil) // Now: the plane's clock (planekit.Verbs)
+)
 
 // Open opens (creating when missing) the plane stored in the SQLite file at path, or a
 // private in-memory plane when path is ":memory:". The file's directory must exist. Two
