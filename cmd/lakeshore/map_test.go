@@ -187,9 +187,14 @@ func TestMap(t *testing.T) {
 		inFile := filepath.Join(dir, "inputs.txt")
 		require.NoError(t, os.WriteFile(inFile, []byte(strings.Join(inputs, "\n")+"\n"), 0o600))
 		outPath := filepath.Join(dir, "out.jsonl")
-		// Each execution appends a line to the input's side-effect file.
-		template := []string{"sh", "-c", `echo run >> "$0/$1"; sleep 0.02; echo "done $1"`, runs, "{}"}
 		const workers = 4
+		// Each execution appends a line to the input's side-effect file. The last inputs'
+		// executions then wait for the file go, which the test makes only for the re-run:
+		// the first map cannot finish, whenever the test gets to kill it. Before, a test
+		// not run for ~0.7 s after the count it waited for let the map run the rest of
+		// the 200 and exit 0 with its output written ('no partial output' failed).
+		gated := strings.Join(inputs[n-workers:], "|")
+		template := []string{"sh", "-c", `echo run >> "$0/$1"; case $1 in ` + gated + `) while [ ! -e "$0/../go" ]; do sleep 0.01; done;; esac; sleep 0.02; echo "done $1"`, runs, "{}"}
 		args := append([]string{"--target", target, "map", "-i", inFile, "--out", outPath,
 			"--workers", fmt.Sprint(workers), "--lease", "1s", "--progress", "lines", "--progress-interval", "100ms", "--"}, template...)
 
@@ -223,6 +228,7 @@ func TestMap(t *testing.T) {
 		t.Logf("%d inputs had succeeded before the kill", len(succeeded))
 		before := runCounts(t, runs, inputs)
 
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "go"), nil, 0o600))
 		second := exec.Command(binary, args...)
 		out, err := second.CombinedOutput()
 		require.NoError(t, err, "%s", out)

@@ -5,20 +5,19 @@ import (
 	"time"
 )
 
-// Lead runs pass every interval while this process holds a lease that take takes or
-// renews (for ttl), and at once again after a pass that reported work left behind (a
-// backlog of rows to trim or leases to end), until stop closes; the other processes try to
-// take the lease on the same beat, and one of them does once the holder stops renewing (it
-// died, or closed and released it). The lease is renewed when a third of ttl has gone;
-// between renewals it is this process's. warn reports a failed take or pass (not one that
-// stop ended). pgplane's maintenance runs in it.
-func Lead(stop <-chan struct{}, interval, ttl time.Duration, take func(context.Context) (bool, error),
+// Lead runs pass on every beat (a ticker's channel: every maintenance interval) while
+// this process holds a lease that take takes or renews (for ttl), and at once again,
+// without waiting for a beat, after a pass that reported work left behind (a backlog of
+// rows to trim or leases to end), until stop closes; the other processes try to take the
+// lease on the same beat, and one of them does once the holder stops renewing (it died, or
+// closed and released it). The lease is renewed when a third of ttl has gone; between
+// renewals it is this process's. warn reports a failed take or pass (not one that stop
+// ended). pgplane's maintenance runs in it.
+func Lead(stop <-chan struct{}, beat <-chan time.Time, ttl time.Duration, take func(context.Context) (bool, error),
 	pass func(context.Context) (behind bool, err error), warn func(what string, err error)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-stop; cancel() }()
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
 	var renewed time.Time // when this process last took or renewed the lease
 	behind := false       // the last pass left work for the next
 	for {
@@ -32,7 +31,7 @@ func Lead(stop <-chan struct{}, interval, ttl time.Duration, take func(context.C
 			select {
 			case <-stop:
 				return
-			case <-ticker.C:
+			case <-beat:
 			}
 		}
 		behind = false

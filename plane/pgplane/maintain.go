@@ -13,7 +13,9 @@ import (
 // maintenance lease (planekit.Lead: at once again after a pass that ran out of budget with
 // work left), the others trying to take it on the same beat.
 func (d *Driver) maintainLoop() {
-	planekit.Lead(d.stop, d.cfg.MaintenanceInterval, d.cfg.LeaderTTL, d.takeLeadership, d.maintain, func(what string, err error) {
+	ticker := time.NewTicker(d.cfg.MaintenanceInterval)
+	defer ticker.Stop()
+	planekit.Lead(d.stop, ticker.C, d.cfg.LeaderTTL, d.takeLeadership, d.maintain, func(what string, err error) {
 		d.cfg.Logger.Warn("pgplane: maintenance "+what, "err", err)
 	})
 }

@@ -153,6 +153,28 @@ def test_answers_by_length_chunked_and_after_an_informational_one(stubs: list[_S
         d.close()
 
 
+def _wait_until(done: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Wait for ``done`` (a state another thread makes), up to ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < end, what
+        time.sleep(0.005)
+
+
+def _idle_close_seen(d: HttpDispatch, surface: str) -> bool:
+    """Whether the client has seen the server close its idle connection: the blocking pool
+    of the sync surface finds it stale (its socket reads EOF), the async surface's loop has
+    dropped it from its pool (eof_received)."""
+    server = d._transport._servers[0]
+    if surface == "sync":
+        blocking = server._blocking
+        assert blocking is not None and len(blocking._idle) == 1
+        return blocking._idle[0].stale(time.monotonic())
+    hot = server._hot
+    assert hot is not None
+    return not hot._idle
+
+
 @pytest.mark.parametrize("surface", SURFACES)
 def test_connection_close_no_length_and_a_server_closed_idle_connection_reconnect(stubs: list[_Stub], surface: str) -> None:
     n = 0
@@ -176,7 +198,10 @@ def test_connection_close_no_length_and_a_server_closed_idle_connection_reconnec
         submit = _submitter(d, surface)
         assert submit(1) == "a" * 26
         assert submit(2) == "b" * 26
-        time.sleep(0.2)  # the close reaches the client's loop while the connection is idle
+        # The server closes the idle connection; the client must see it before the next
+        # submit, or that submit meets the close instead (its retry, bounded by a 0.3 s
+        # retry_for, is another test's path, and a stall past 0.3 s failed it).
+        _wait_until(lambda: _idle_close_seen(d, surface), "the client sees the server close its idle connection")
         assert submit(3) == "c" * 26
         assert submit(4) == "b" * 26
         assert s.connections == 4

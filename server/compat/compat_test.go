@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,8 +59,17 @@ func call(t *testing.T, url, path string, body any) (int, map[string]any) {
 // length while its worker polls or posts (a real worker sends no heartbeats), and loses it
 // when the worker goes silent: its ack then answers 409 lease_lost and the job is queued
 // again.
+//
+// The plane runs on the test's clock, which the test moves on: a lease extended every
+// 1.5 s of a 3 s lease must not depend on how soon a loaded machine runs the next call.
 func TestLeaseExtendedByPollAndPost(t *testing.T) {
-	drv := sqlite(t)
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	advance := func(d time.Duration) { clock.Add(int64(d)) }
+	drv, err := sqliteplane.Open(t.Context(), filepath.Join(t.TempDir(), "plane.db"),
+		&sqliteplane.Config{Now: func() time.Time { return time.Unix(0, clock.Load()) }})
+	require.NoError(t, err)
+	t.Cleanup(func() { drv.Close() })
 	mux := http.NewServeMux()
 	routes := compat.Routes(&compat.Config{
 		Driver:       drv,
@@ -92,7 +102,7 @@ func TestLeaseExtendedByPollAndPost(t *testing.T) {
 	claim(busy)
 	frame := []byte{0x94, 0x00, 0x00, 0xa1, 'x', 0xc0} // [VALUE, 0, "x", nil]
 	for i := range 3 {
-		time.Sleep(1500 * time.Millisecond) // 4.5 s in all: past the lease unless extended
+		advance(1500 * time.Millisecond) // 4.5 s in all: past the lease unless extended
 		if i == 1 {
 			status, out := call(t, ts.URL, "/v1/daemon/poll", poll) // no job: extends only
 			require.Equal(t, http.StatusOK, status, out)
@@ -112,7 +122,7 @@ func TestLeaseExtendedByPollAndPost(t *testing.T) {
 
 	silent = plane.NewIDGenerator().New(time.Now())
 	claim(silent)
-	time.Sleep(4 * time.Second)
+	advance(4 * time.Second)
 	require.NoError(t, drv.Maintain(t.Context()))
 	status, out = call(t, ts.URL, "/v1/daemon/ack", map[string]any{"invocation_id": silent, "state": "succeeded"})
 	require.Equal(t, http.StatusConflict, status, out)
