@@ -1,8 +1,10 @@
 package httpplane_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 	"github.com/lakeshore-dev/lakeshore/plane/planetest"
@@ -25,14 +28,28 @@ func TestSubmitsCoalesce(t *testing.T) {
 	drv, ts, back := testServer(t, planetest.Options{}, nil, nil)
 	require.NoError(t, back.QueueAdmissionSet(t.Context(), &plane.AdmissionParams{Namespace: "default", Queue: "q",
 		Admission: plane.Admission{MaxDepth: 10, OnFull: plane.OnFullReject}}))
-	// Count the submit requests; hold the first one until the other callers queued up.
-	var requests atomic.Int64
+	const callers = 64
+	// Count the submit requests; hold the first one until the other callers queued up
+	// (queued: every caller is in the held request, which may carry several, or waits
+	// behind it).
+	var requests, held atomic.Int64
 	var mu sync.Mutex
 	release := make(chan struct{})
 	inner := ts.Config.Handler
 	ts.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == "POST" && r.URL.Path != "/v1/settle" {
 			if requests.Add(1) == 1 {
+				body, err := io.ReadAll(r.Body)
+				var req api.SubmitBatchRequest
+				if err == nil {
+					err = api.Msgpack.Unmarshal(body, &req)
+				}
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				held.Store(int64(len(req.Invocations)))
 				mu.Lock()
 				ch := release
 				mu.Unlock()
@@ -41,7 +58,7 @@ func TestSubmitsCoalesce(t *testing.T) {
 		}
 		inner.ServeHTTP(w, r)
 	})
-	const callers = 64
+	queued := func() bool { return held.Load()+int64(drv.SubmitsWaiting("default", "q")) == callers }
 	errs := make([]error, callers)
 	ids := make([]string, callers)
 	var wg sync.WaitGroup
@@ -55,8 +72,7 @@ func TestSubmitsCoalesce(t *testing.T) {
 			}
 		})
 	}
-	require.Eventually(t, func() bool { return requests.Load() >= 1 }, 30*time.Second, time.Millisecond)
-	time.Sleep(200 * time.Millisecond) // let the other callers queue behind the held request
+	require.Eventually(t, queued, 30*time.Second, time.Millisecond, "every caller in the held request or queued behind it")
 	close(release)
 	wg.Wait()
 	ok := 0
@@ -83,14 +99,14 @@ func TestSubmitsCoalesce(t *testing.T) {
 	release = make(chan struct{})
 	mu.Unlock()
 	requests.Store(0)
+	held.Store(0)
 	for i := range callers {
 		wg.Go(func() {
 			_, errs[i] = drv.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q",
 				Invocations: []plane.SubmitParams{{Payload: []byte{0xc0}, Key: fmt.Sprint("k", i)}}})
 		})
 	}
-	require.Eventually(t, func() bool { return requests.Load() >= 1 }, 30*time.Second, time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
+	require.Eventually(t, queued, 30*time.Second, time.Millisecond, "every caller in the held request or queued behind it")
 	close(release)
 	wg.Wait()
 	for i, err := range errs {
