@@ -477,6 +477,35 @@ def test_a_body_stops_when_its_lease_ends_unanswered(
     assert row.result is None, "the stopped body's attempt settled nothing"
 
 
+def test_a_lease_ttl_of_zero_is_reckoned_as_the_server_s_default(dispatch: lakeshore.HttpDispatch, qname: str) -> None:
+    """``lease_ttl=0`` asks the server for its default lease (HTTP's ``lease_ttl`` 0, Go's
+    0: 30 s), and the worker reckons that lease: a claim and a heartbeat made with it hold
+    the job 30 s, beaten every 10 s. Before, the reckoning took the 0 as it was: the lease
+    read as already over, so the job was beaten every 0.2 s, its fenced calls gave up after
+    1 s, and a single unanswered heartbeat stopped its body, 30 s before the lease's end."""
+    from datetime import datetime, timezone
+
+    from lakeshore.queue import _heartbeat_interval, _lease_ends_before_next_beat, _lease_left
+
+    zero = SyncQueue(qname, dispatch=dispatch, lease_ttl=0)
+    zero.submit(1)
+    zero.submit(2)
+    claimed = zero.claim(wait=5)  # the queue's lease_ttl
+    called = SyncQueue(qname, dispatch=dispatch).claim(wait=5, lease_ttl=0)  # the call's
+    for job in (claimed, called):
+        assert job is not None and job.lease_expires_at is not None
+        server_left = (job.lease_expires_at - datetime.now(timezone.utc)).total_seconds()
+        assert server_left > 20, f"the server grants its default lease for 0: {server_left} s"
+        left = _lease_left(job)
+        assert left is not None and left > 20, f"the claim's lease is reckoned {left} s"
+        assert _heartbeat_interval(job) > 5 and not _lease_ends_before_next_beat(job)
+    assert claimed is not None
+    zero.heartbeat(claimed)
+    left = _lease_left(claimed)
+    assert left is not None and left > 20, f"the heartbeat's lease is reckoned {left} s"
+    assert _heartbeat_interval(claimed) > 5 and not _lease_ends_before_next_beat(claimed)
+
+
 def test_a_worker_whose_clock_is_behind_keeps_its_lease(mem: lakeshore.Dispatch, monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker on a machine whose clock runs 60 s behind the server's heartbeats often
     enough to keep its lease: the lease's end is reckoned on the worker's own monotonic

@@ -189,6 +189,12 @@ LEASE_TTL_DEFAULT = 30.0
 plane.LeaseTTLDefault)."""
 
 
+def _lease_seconds(ttl: float | None) -> float:
+    """The lease a claim or heartbeat asking for ``ttl`` gets: None and 0 both ask for the
+    server's default (HTTP's ``lease_ttl`` 0, Go's ``cmp.Or(ttl, LeaseTTLDefault)``)."""
+    return ttl or LEASE_TTL_DEFAULT
+
+
 @dataclasses.dataclass(frozen=True)
 class Frame:
     """One VALUE frame of a journal.
@@ -1459,7 +1465,7 @@ class QueueCore:
                 raise
             if d is not None:
                 job = await self._job(d)
-                job._held_until = time.monotonic() + (ttl if ttl is not None else LEASE_TTL_DEFAULT)
+                job._held_until = time.monotonic() + _lease_seconds(ttl)
                 return job
             if time.monotonic() >= end:
                 return None
@@ -1695,7 +1701,7 @@ class QueueCore:
             lease_expires_at=d.get("lease_expires_at") if isinstance(d.get("lease_expires_at"), datetime) else None,
             token=str(d.get("token") or ""),
             # Claimed with this queue's lease (a claim naming another sets its own).
-            _held_until=time.monotonic() + (self.lease_ttl if self.lease_ttl is not None else LEASE_TTL_DEFAULT),
+            _held_until=time.monotonic() + _lease_seconds(self.lease_ttl),
         )
 
     def _held(self, job: Job | str) -> Job:
@@ -1808,7 +1814,7 @@ class QueueCore:
         ans = await self._call(
             "POST", invocation_path(j.id) + "/heartbeat", body=body, retry="fenced", deadline=_lease_deadline(j)
         )
-        j._held_until = sent + (ttl if ttl is not None else LEASE_TTL_DEFAULT)
+        j._held_until = sent + _lease_seconds(ttl)
         exp = ans.get("lease_expires_at")
         if isinstance(exp, datetime):
             j.lease_expires_at = exp
