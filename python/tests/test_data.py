@@ -1048,6 +1048,38 @@ def test_close_raises_a_refusal_and_closes(d: HttpDispatch, qname: str) -> None:
     run(main())
 
 
+def test_close_while_a_send_is_in_flight_raises_and_loses_nothing(d: HttpDispatch, qname: str) -> None:
+    """A ``close()`` in a coroutine while a background auto-flush's send is held (by
+    back-pressure or a slow server) raises and changes nothing; the send then finishes and
+    every record is there. Before, close() saw nothing buffered, closed the queue, and the
+    send, cancelled when the loop ended, put its batch back where nothing sent it again."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=100, auto_flush_interval_sec=0.01)
+        gate = asyncio.Event()
+        entered = asyncio.Event()
+        post = q._post_records
+
+        async def held(params: dict[str, str], body: dict[str, Any], wait: float) -> Any:
+            entered.set()
+            await gate.wait()
+            return await post(params, body, wait)
+
+        q._post_records = held  # type: ignore[method-assign]
+        await q.put({"i": 1})
+        await asyncio.wait_for(entered.wait(), 30)
+        with pytest.raises(RuntimeError, match="in flight"):
+            q.close()
+        assert not q._closed
+        gate.set()
+        await q.flush()
+        q.close()
+        assert q._closed
+        assert [r["i"] for r in await Queue(qname, dispatch=d).get(limit=10)] == [1]
+
+    run(main())
+
+
 def test_close_without_a_running_loop(d: HttpDispatch, qname: str) -> None:
     """``close()`` after ``asyncio.run`` returned (the usual end of a program) sends what
     the object still buffers."""

@@ -831,6 +831,9 @@ class Queue:
         self.metrics = {"puts": 0, "gets": 0, "flushes": 0}
         # After close(): puts are sent at once (no buffer, no auto-flush timer left).
         self._closed = False
+        # Records a send (_send) has taken from the buffer and not yet had answered: out
+        # of _held()'s count, back in _unsent if the send fails.
+        self._in_flight = 0
 
     @property
     def dispatch(self) -> Dispatch:
@@ -879,11 +882,21 @@ class Queue:
         Raises:
             DispatchError: as :meth:`flush`: the buffered records could not be sent (they
                 stay buffered and the queue stays open: call ``close()`` again), or a
-                refusal a background flush met. After a refusal the queue is closed."""
+                refusal a background flush met. After a refusal the queue is closed.
+            RuntimeError: called in a coroutine while a send of this object's records is in
+                flight (a background auto-flush held by back-pressure or a slow server):
+                ``close()`` would hold the very loop that send needs, and closing without it
+                could lose its records. Nothing changes: ``await q.flush()`` (which waits for
+                it), then ``close()``. Called with no loop running in its thread, it waits."""
+        if self._in_flight and _loop_running():
+            raise RuntimeError(
+                f"close() of data queue {self.name!r} while a send of {self._in_flight} of its records is in flight "
+                "(a background auto-flush): await q.flush() first, then close()"
+            )
         timer, self._flush_timer = self._flush_timer, None
         if timer is not None:
             timer.cancel()
-        if self._held() or self._refused is not None:
+        if self._held() or self._refused is not None or self._in_flight:
             try:
                 self._d.run(self.flush())
             except errors.DispatchError:
@@ -1111,6 +1124,8 @@ class Queue:
             self._unsent = []
         indexes: list[int] = []
         sent = 0
+        taken = sum(len(b[1]) for b in batches)
+        self._in_flight += taken
         try:
             for part, recs, put_id in batches:
                 ans = await self._post_records({"partition": part, "put_id": put_id, **params}, {"records": recs}, wait)
@@ -1137,6 +1152,8 @@ class Queue:
                     "flush() or read on this Queue) sends them: do not put them again, or they are written twice."
                 )
             raise
+        finally:
+            self._in_flight -= taken
         return indexes
 
     async def flush(self) -> None:
@@ -1156,6 +1173,13 @@ class Queue:
             self._flush_timer.cancel()
             self._flush_timer = None
         await self._send()
+        while self._in_flight:
+            # Another send of this object's records (a background auto-flush) is out: what
+            # it carries is committed by this flush too, so wait for its answer; a send that
+            # failed put its batches back, and they go again from here.
+            await asyncio.sleep(_IN_FLIGHT_POLL_SECONDS)
+            if self._unsent:
+                await self._send()
         try:
             await self._call("POST", "/flush", retry="safe")
         except errors.NotFoundError as e:
@@ -1842,6 +1866,20 @@ class Writer:
 
     def __repr__(self) -> str:
         return f"data.Writer({self.queue!r})"
+
+
+_IN_FLIGHT_POLL_SECONDS = 0.005
+"""How often :meth:`Queue.flush` looks whether another send of its queue's records has
+been answered (the send may run on another event loop than the flush)."""
+
+
+def _loop_running() -> bool:
+    """Whether an event loop runs in this thread (a blocking call would hold it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _check_offset(offset: int | None) -> None:
