@@ -36,10 +36,6 @@ type spyDriver struct {
 	settleBatches []int
 	// noSettleAndClaim makes InvocationSettleAndClaim answer ErrNotImplemented.
 	noSettleAndClaim atomic.Bool
-	// onSettleAndClaim, when set, is called as each InvocationSettleAndClaim call begins,
-	// with its number (from 1), before it reaches the plane.
-	onSettleAndClaim    func(call int)
-	settleAndClaimCalls atomic.Int64
 
 	heartbeatsFail atomic.Bool
 	heartbeats     atomic.Int64
@@ -79,9 +75,6 @@ func (s *spyDriver) InvocationSettleMany(ctx context.Context, ps []plane.SettleP
 func (s *spyDriver) InvocationSettleAndClaim(ctx context.Context, ps []plane.SettleParams, p *plane.ClaimParams) ([]error, []*plane.Job, error) {
 	if s.noSettleAndClaim.Load() {
 		return nil, nil, plane.ErrNotImplemented
-	}
-	if s.onSettleAndClaim != nil {
-		s.onSettleAndClaim(int(s.settleAndClaimCalls.Add(1)))
 	}
 	s.noteClaim(p)
 	s.mu.Lock()

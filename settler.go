@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // settler sends the settles of a Worker's handlers (all of one claim) in batches: each
-// batch is the settles that gathered while no lane was free (settleLanes batches in flight
-// at once), sent in ONE
+// batch is the settles that gathered while the previous one was being committed, sent in ONE
 // Driver.InvocationSettleAndClaim together with a claim for as many jobs as slots are
 // free (the slots of the settled jobs, handed over with their settles, and any other free
 // slot). A burn-down at concurrency N thus costs about one durable commit per batch for
@@ -33,7 +31,7 @@ type settler struct {
 	handlers      *sync.WaitGroup
 	requests      chan *settleRequest
 	done          chan struct{}
-	unimplemented atomic.Bool // the plane has no InvocationSettleAndClaim
+	unimplemented bool // the plane has no InvocationSettleAndClaim
 }
 
 // claimParams are the params of a claim of n jobs from the settler's queues.
@@ -85,16 +83,13 @@ func (s *settler) settle(ctx context.Context, p plane.SettleParams) (handedOff b
 
 func (s *settler) loop() {
 	defer close(s.done)
-	lanes := make(chan struct{}, settleLanes)
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
+	var batch []*settleRequest
 	for {
 		first, ok := <-s.requests
 		if !ok {
 			return
 		}
-		lanes <- struct{}{}
-		batch := []*settleRequest{first}
+		batch = append(batch[:0], first)
 	gather:
 		for {
 			select {
@@ -107,10 +102,8 @@ func (s *settler) loop() {
 				break gather
 			}
 		}
-		inflight.Go(func() {
-			defer func() { <-lanes }()
-			s.send(batch)
-		})
+		s.send(batch)
+		clear(batch)
 	}
 }
 
@@ -130,7 +123,7 @@ func (s *settler) send(batch []*settleRequest) {
 	var jobs []*plane.Job
 	var err error
 	claimed := false
-	if !s.unimplemented.Load() && s.claimCtx.Err() == nil {
+	if !s.unimplemented && s.claimCtx.Err() == nil {
 	fill:
 		for held < w.o.BatchSize {
 			select {
@@ -146,8 +139,7 @@ func (s *settler) send(batch []*settleRequest) {
 				s.claimParams(n))
 			w.resolve(n, len(jobs))
 			if errors.Is(err, ErrNotImplemented) {
-				s.unimplemented.Store(true)
-				claimed = false
+				s.unimplemented, claimed = true, false
 			}
 		}
 	}
@@ -198,11 +190,3 @@ func (d *Dispatch) settleOne(ctx context.Context, p plane.SettleParams) error {
 	}
 	return errs[0]
 }
-
-// settleLanes is how many batches a settler has in flight at once. With one, the handlers
-// that end while a batch's settle-and-claim is in flight wait for its round trips before
-// their own settles go out: at concurrency 8 and 1,000 jobs/s the slots split into two
-// halves that take turns, each held for two transactions per job (docs/benchmarks-pg.md,
-// "Latency at 1,000/s re-measured"). A plane serves the two calls in two transactions
-// (pgplane's settle-and-claim lanes), or as two write ops of its one writer (SQLite).
-const settleLanes = 2

@@ -235,44 +235,4 @@ func TestWorkerBatchedSettles(t *testing.T) {
 			require.Equal(t, 1, inv.Attempt)
 		}
 	})
-
-	t.Run("SettlesDoNotWaitBehindABatchInFlight", func(t *testing.T) {
-		// A handler that ends while another batch's settle-and-claim is in flight sends its
-		// settle at once, in a call of its own (the settler's second lane), rather than
-		// waiting for that call's round trips: at concurrency 8 and 1,000 jobs/s the slots
-		// otherwise split into two halves that take turns, each waiting for the other's
-		// commit before its own (issue 30, benchmarks-pg.md).
-		t.Parallel()
-		q, d, spy := setupWorker(t)
-		ids := submitN(t, q, 2, nil)
-		firstInFlight := make(chan struct{})
-		secondCame := make(chan struct{})
-		var overlapped atomic.Bool
-		spy.onSettleAndClaim = func(call int) {
-			switch call {
-			case 1:
-				close(firstInFlight)
-				select {
-				case <-secondCame:
-					overlapped.Store(true)
-				case <-time.After(10 * time.Second): // the old settler: the second waits for this one
-				}
-			case 2:
-				close(secondCame)
-			}
-		}
-		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
-			if job.ID == ids[1] {
-				<-firstInFlight // the other job's settle-and-claim is in flight
-			}
-			return nil, nil
-		}
-		err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
-			&lakeshore.WorkerOptions{Concurrency: 2, ExitWhenIdle: true}))
-		require.NoError(t, err)
-		require.True(t, overlapped.Load(), "the second settle was sent while the first batch was in flight")
-		for _, id := range ids {
-			require.Equal(t, 1, spy.settleCount(id), "settled exactly once")
-		}
-	})
 }

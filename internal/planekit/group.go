@@ -7,60 +7,32 @@ import (
 )
 
 // Grouper gathers the requests of concurrent callers into groups that one transaction
-// serves (group commit): while its groups run, the callers that arrive queue up; when one
-// ends, the first of them runs the next group with everyone queued behind it. A lone caller
-// runs at once, with no timer, so grouping costs latency only under load, when it pays. The
-// shape of River's batch completer, made synchronous: every caller gets its own answer.
-// pgplane groups its submits, claims, settles, settle-and-claims and posts with it.
-//
-// A grouper runs one group at a time unless given lanes (NewGrouperLanes): then up to that
-// many groups are in flight at once, each in its own transaction, so a caller that arrives
-// while a group runs need not wait for that group's round trips when a lane is free.
+// serves (group commit): while a group runs, the callers that arrive queue up; when it ends,
+// the first of them runs the next group with everyone queued behind it. A lone caller runs
+// at once, with no timer, so grouping costs latency only under load, when it pays. The shape
+// of River's batch completer, made synchronous: every caller gets its own answer. pgplane
+// groups its submits, claims, settles, settle-and-claims and posts with it.
 type Grouper[T any] struct {
-	max   int         // bounds one group's weight, so one transaction stays short
-	size  func(T) int // a request's weight (its invocations)
-	run   func(context.Context, []T)
-	open  func() error // the plane's open check
-	lanes int          // groups in flight at the most
+	max  int         // bounds one group's weight, so one transaction stays short
+	size func(T) int // a request's weight (its invocations)
+	run  func(context.Context, []T)
+	open func() error // the plane's open check
 
 	mu      sync.Mutex
 	pending []*member[T]
-	running int // groups in flight; a group that ends passes its lane to the next
+	running bool // a group is running; the next leader is chosen when it ends
 }
 
 type member[T any] struct {
-	req   T
-	done  chan struct{} // closed when served
-	lead  chan struct{} // closed when this member is to run group
-	group []*member[T]  // the group it is to run (itself first), set before lead closes
+	req  T
+	done chan struct{} // closed when served
+	lead chan struct{} // closed when this member is to run the next group
 }
 
 // NewGrouper returns a grouper whose groups, of at most max weight (size of each request;
-// one request alone may weigh more), run runs, one at a time; open is the plane's open
-// check.
+// one request alone may weigh more), run runs; open is the plane's open check.
 func NewGrouper[T any](open func() error, max int, run func(context.Context, []T), size func(T) int) *Grouper[T] {
-	return NewGrouperLanes(open, max, run, size, 1)
-}
-
-// NewGrouperLanes is NewGrouper with up to lanes groups in flight at once (at least 1).
-func NewGrouperLanes[T any](open func() error, max int, run func(context.Context, []T), size func(T) int, lanes int) *Grouper[T] {
-	if lanes < 1 {
-		lanes = 1
-	}
-	return &Grouper[T]{max: max, size: size, run: run, open: open, lanes: lanes}
-}
-
-// next takes the next group off the queue (its weight at most g.max, or one request).
-// g.mu held.
-func (g *Grouper[T]) next() []*member[T] {
-	var group []*member[T]
-	weight := 0
-	for len(g.pending) > 0 && (weight == 0 || weight+g.size(g.pending[0].req) <= g.max) {
-		weight += g.size(g.pending[0].req)
-		group = append(group, g.pending[0])
-		g.pending = g.pending[1:]
-	}
-	return group
+	return &Grouper[T]{max: max, size: size, run: run, open: open}
 }
 
 // Do serves req in a group and returns when it has been served (run filled in its answer),
@@ -77,34 +49,24 @@ func (g *Grouper[T]) Do(ctx context.Context, req T) error {
 	m := &member[T]{req: req, done: make(chan struct{}), lead: make(chan struct{})}
 	g.mu.Lock()
 	g.pending = append(g.pending, m)
-	var group []*member[T]
-	if g.running < g.lanes {
-		// A lane is free: no one else queues (a group that ends passes its lane to the
-		// queue's first), so m is first and runs the group at once.
-		g.running++
-		group = g.next()
-		g.mu.Unlock()
-	} else {
+	if g.running {
 		g.mu.Unlock()
 		select {
 		case <-m.done:
 			return nil
 		case <-m.lead:
 		}
-		// Those who queued since the lane passed join the group, as far as its weight allows.
 		g.mu.Lock()
-		group = m.group
-		weight := 0
-		for _, o := range group {
-			weight += g.size(o.req)
-		}
-		for len(g.pending) > 0 && weight+g.size(g.pending[0].req) <= g.max {
-			weight += g.size(g.pending[0].req)
-			group = append(group, g.pending[0])
-			g.pending = g.pending[1:]
-		}
-		g.mu.Unlock()
 	}
+	g.running = true
+	var group []*member[T]
+	weight := 0
+	for len(g.pending) > 0 && (weight == 0 || weight+g.size(g.pending[0].req) <= g.max) {
+		weight += g.size(g.pending[0].req)
+		group = append(group, g.pending[0])
+		g.pending = g.pending[1:]
+	}
+	g.mu.Unlock()
 
 	reqs := make([]T, len(group))
 	for i, m := range group {
@@ -117,19 +79,16 @@ func (g *Grouper[T]) Do(ctx context.Context, req T) error {
 	cancel()
 
 	g.mu.Lock()
-	var after []*member[T]
 	if len(g.pending) > 0 {
-		after = g.next() // the lane passes to the queue's first
+		close(g.pending[0].lead)
 	} else {
-		g.running--
+		g.running = false
 	}
 	g.mu.Unlock()
-	for _, other := range group[1:] {
-		close(other.done)
-	}
-	if after != nil {
-		after[0].group = after
-		close(after[0].lead)
+	for _, other := range group {
+		if other != m {
+			close(other.done)
+		}
 	}
 	return nil
 }

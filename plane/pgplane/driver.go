@@ -186,8 +186,7 @@ func start(ctx context.Context, pool *pgxpool.Pool, c Config) (*Driver, error) {
 	d.notifier = newNotifier(d)
 	d.settles = planekit.NewGrouper(d.checkOpen, maxSettleGroup, d.settleGroup, func(r *settleRequest) int { return len(r.params) })
 	d.claims = planekit.NewGrouper(d.checkOpen, maxClaimGroup, d.claimGroup, func(r *claimRequest) int { return r.N })
-	d.settleClaims = planekit.NewGrouperLanes(d.checkOpen, maxSettleClaimGroup, d.settleClaimGroup,
-		func(r *settleClaimRequest) int { return len(r.settle) + r.claim.N }, settleClaimLanes)
+	d.settleClaims = planekit.NewGrouper(d.checkOpen, maxSettleClaimGroup, d.settleClaimGroup, func(r *settleClaimRequest) int { return len(r.settle) + r.claim.N })
 	d.submits = planekit.NewGrouper(d.checkOpen, maxSubmitGroup, d.submitGroup, func(r *submitRequest) int { return max(len(r.p.Invocations), 1) })
 	d.posts = planekit.NewGrouper(d.checkOpen, maxPostGroup, d.postGroup, func(*postRequest) int { return 1 })
 	d.wg.Add(2)

@@ -65,14 +65,6 @@ type settleClaimRequest struct {
 // maxSettleClaimGroup bounds the settles and claimed jobs of one group.
 const maxSettleClaimGroup = 2000
 
-// settleClaimLanes is how many settle-and-claim groups are in flight at once, each in its
-// own transaction (planekit.NewGrouperLanes), matching a worker's settler, which keeps two
-// calls in flight (lakeshore's settleLanes): with one lane, a worker's second call would
-// queue behind the first's round trips here. Two concurrent transactions of one process are
-// as safe as those of two processes: the settled rows are locked in id order, the claims
-// skip locked rows and the counter rows are changed in key order.
-const settleClaimLanes = 2
-
 // settleClaimGroup serves a group in one transaction: every settled row locked with one
 // statement (in id order), the settles' writes sent with the first claim statement, then
 // the claims, one statement per queue, kind and temperature, in arrival order.
