@@ -155,3 +155,68 @@ func TestWorkerStopDuringHostSetup(t *testing.T) {
 		require.Equal(t, lakeshore.StateQueued, inv.State, "the job stays queued for another worker")
 	}
 }
+
+// TestWorkerHooksThatPanic: a lifecycle hook's panic is the hook's failure, as a handler's
+// panic is the handler's. OnHostSetup's fails Start (a *PanicError), and a Stop called
+// while it ran returns instead of waiting for good; OnShutdown's is logged and the worker
+// still deregisters and stops, as Python's run_shutdown logs a raising hook. Before, a
+// panicking OnShutdown took the whole process down from the worker's own goroutine (no
+// caller could recover it) and a panicking OnHostSetup left Stop waiting forever.
+func TestWorkerHooksThatPanic(t *testing.T) {
+	ctx := t.Context()
+	d, err := lakeshore.Open(ctx, ":memory:", nil)
+	require.NoError(t, err)
+	defer d.Close()
+	q, err := d.Queue("hooks-panic", nil)
+	require.NoError(t, err)
+	id, err := q.Submit(ctx, 1, nil)
+	require.NoError(t, err)
+	handler := lakeshore.Handle("hooks-panic", func(ctx context.Context, job *lakeshore.Job) (any, error) { return "ok", nil })
+
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	w, err := lakeshore.NewWorker(d, []lakeshore.Handler{handler}, &lakeshore.WorkerOptions{
+		OnHostSetup: func(context.Context) error {
+			close(entered)
+			<-proceed
+			panic("no model file")
+		},
+	})
+	require.NoError(t, err)
+	stopped := make(chan error, 1)
+	go func() {
+		// A Stop while the set-up runs waits for it (TestWorkerStopDuringHostSetup); one
+		// that reaches its wait before the panic waited for good on the old code.
+		<-entered
+		stopping := make(chan struct{})
+		go func() {
+			close(stopping)
+			stopped <- w.Stop(ctx)
+		}()
+		<-stopping
+		close(proceed)
+	}()
+	var startErr error
+	require.NotPanics(t, func() { startErr = w.Start(ctx) }, "a panicking OnHostSetup fails Start, as its error does")
+	var pe *lakeshore.PanicError
+	require.ErrorAs(t, startErr, &pe)
+	require.Contains(t, startErr.Error(), "host setup: panic: no model file")
+	require.NoError(t, <-stopped, "a Stop during a set-up that panicked returns (the worker never started)")
+	inv, err := q.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, lakeshore.StateQueued, inv.State, "the job stays queued for another worker")
+
+	w, err = lakeshore.NewWorker(d, []lakeshore.Handler{handler}, &lakeshore.WorkerOptions{
+		Once:       true,
+		OnShutdown: func(context.Context) { panic("flush failed") },
+	})
+	require.NoError(t, err)
+	require.NoError(t, w.Start(ctx))
+	<-w.Done()
+	require.NoError(t, w.Err())
+	var out string
+	require.NoError(t, q.Result(ctx, id, &out, nil))
+	require.Equal(t, "ok", out)
+	workers, err := d.Workers(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, workers, "the worker deregisters after its shutdown hook panicked")
+}

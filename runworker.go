@@ -138,7 +138,8 @@ type WorkerOptions struct {
 	// a model once per process here, not in a global by hand): no handler runs before it
 	// returned. Its error fails Start (and RunWorker), not the jobs: they stay queued for
 	// another worker. Defaults to nil (nothing). The Python SDK's
-	// lakeshore.lifecycle.on_host_setup is the same phase.
+	// lakeshore.lifecycle.on_host_setup is the same phase. A panic in it fails Start as a
+	// *PanicError.
 	OnHostSetup func(ctx context.Context) error
 
 	// OnRunSetup runs before every handler, with the job's context; its error fails that
@@ -148,7 +149,8 @@ type WorkerOptions struct {
 
 	// OnShutdown runs once when the worker stops (drained, cancelled or at its limits),
 	// after the last handler settled and before it deregisters, with a context that is not
-	// cancelled with Start's. Defaults to nil.
+	// cancelled with Start's. A panic in it is logged and the worker still deregisters.
+	// Defaults to nil.
 	OnShutdown func(ctx context.Context)
 }
 
@@ -435,7 +437,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		setupDone := make(chan struct{})
 		w.setupDone = setupDone
 		w.mu.Unlock()
-		err := w.o.OnHostSetup(ctx)
+		err := callHook(func() error { return w.o.OnHostSetup(ctx) })
 		w.mu.Lock()
 		w.setupDone = nil
 		close(setupDone)
@@ -553,6 +555,19 @@ func RunWorker(ctx context.Context, d *Dispatch, handlers []Handler, opts *Worke
 	return w.Err()
 }
 
+// callHook runs a lifecycle hook, turning its panic into a *PanicError as runHandler does
+// a handler's: a hook's panic is its failure (OnHostSetup's fails Start; OnShutdown's is
+// logged), never a crash of the worker's goroutine, nor a set-up left unfinished for a
+// Stop waiting on it. OnRunSetup runs inside the handler, under runHandler.
+func callHook(hook func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = newPanicError(r)
+		}
+	}()
+	return hook()
+}
+
 type binding struct {
 	q     *Queue
 	fn    HandlerFunc
@@ -586,7 +601,13 @@ func (w *Worker) run(ctx, runCtx, claimCtx context.Context, stopClaiming context
 		settler.stop() // every handler had its answer: nothing is pending
 	}
 	if w.o.OnShutdown != nil {
-		w.o.OnShutdown(context.WithoutCancel(ctx))
+		err := callHook(func() error { w.o.OnShutdown(context.WithoutCancel(ctx)); return nil })
+		var p *PanicError
+		if errors.As(err, &p) {
+			// As Python's run_shutdown logs a raising hook: the worker still deregisters.
+			w.o.Logger.ErrorContext(ctx, "shutdown hook panicked", logKeyWorkerID, w.o.ID,
+				logKeyPanic, fmt.Sprint(p.Value), logKeyStack, string(p.Stack))
+		}
 	}
 	close(hbStop)
 	hb.Wait()

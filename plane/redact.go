@@ -330,3 +330,63 @@ func RedactEnv(name, value string) string {
 	}
 	return RedactURL(value)
 }
+
+// envAssignment matches a command argument that assigns an environment variable
+// (NAME=VALUE: what `env NAME=VALUE prog` and a shell line's prefix hand a program).
+var envAssignment = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)=(.+)$`)
+
+// secretFlag matches a command-line flag whose value is a secret by its name: a word of
+// secretEnvWords between its dashes or underscores (--token, --api-key, --db_password,
+// -auth), with its value after '=' or, without one, in the next argument.
+var secretFlag = regexp.MustCompile(`^(--?[A-Za-z0-9_-]+)(=.*)?$`)
+
+// RedactCommand returns a command's arguments as a reader who may not see the command's
+// secrets may read them (a tenant's view of a provider's worker command, the dashboard):
+// each through RedactURL (a URL's password), an environment assignment NAME=VALUE as
+// NAME=xxxxx whatever its name (as every env value of a provider is hidden from a tenant:
+// a name says nothing of AZURE_STORAGE_CONNECTION_STRING), and the value of a flag whose
+// name has a secret's word (--token=…, --api-key …; RedactEnv's words) as xxxxx, given
+// after '=' or as the next argument (unless that is a flag). For display only: what runs
+// is unchanged.
+func RedactCommand(argv []string) []string {
+	if argv == nil {
+		return nil
+	}
+	out := make([]string, len(argv))
+	hideNext := false
+	for i, arg := range argv {
+		next := hideNext
+		hideNext = false
+		switch {
+		case next && !strings.HasPrefix(arg, "-"): // a flag after it: the secret flag took none
+			out[i] = Redacted
+			continue
+		case envAssignment.MatchString(arg):
+			m := envAssignment.FindStringSubmatch(arg)
+			out[i] = m[1] + "=" + Redacted
+			continue
+		}
+		if m := secretFlag.FindStringSubmatch(arg); m != nil && secretFlagName(m[1]) {
+			if m[2] == "" {
+				hideNext = true
+				out[i] = arg
+			} else {
+				out[i] = m[1] + "=" + Redacted
+			}
+			continue
+		}
+		out[i] = RedactURL(arg)
+	}
+	return out
+}
+
+// secretFlagName reports whether a flag's name (dashes included) has a word of
+// secretEnvWords between its dashes or underscores.
+func secretFlagName(flag string) bool {
+	for _, word := range strings.FieldsFunc(strings.ToUpper(flag), func(r rune) bool { return r == '-' || r == '_' }) {
+		if slices.Contains(secretEnvWords, word) {
+			return true
+		}
+	}
+	return false
+}

@@ -208,3 +208,24 @@ func TestURLAuthorityCutQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactCommand: a command as a tenant reads it hides an environment assignment's
+// value (env HF_TOKEN=… prog), a secret-named flag's value (after '=' or as the next
+// argument), and a URL's password; the rest stays as given.
+func TestRedactCommand(t *testing.T) {
+	for _, c := range []struct{ in, want []string }{
+		{[]string{"env", "HF_TOKEN=hf_abc", "AZURE_STORAGE_CONNECTION_STRING=Account=x;Key=y", "lakeshore", "worker", "q"},
+			[]string{"env", "HF_TOKEN=xxxxx", "AZURE_STORAGE_CONNECTION_STRING=xxxxx", "lakeshore", "worker", "q"}},
+		{[]string{"prog", "--token=abc", "--api-key", "k123", "--db_password", "pw", "--auth-token", "--verbose"},
+			[]string{"prog", "--token=xxxxx", "--api-key", "xxxxx", "--db_password", "xxxxx", "--auth-token", "--verbose"}},
+		{[]string{"lakeshore", "worker", "--target", "postgres://u:pw@h/db", "--concurrency=4", "q"},
+			[]string{"lakeshore", "worker", "--target", "postgres://u:xxxxx@h/db", "--concurrency=4", "q"}},
+		{[]string{"python", "-m", "train", "--tokenizer", "gpt2", "a=b"}, // TOKENIZER is not TOKEN
+			[]string{"python", "-m", "train", "--tokenizer", "gpt2", "a=xxxxx"}},
+		{nil, nil},
+	} {
+		if got := RedactCommand(c.in); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", c.want) || (got == nil) != (c.want == nil) {
+			t.Errorf("RedactCommand(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

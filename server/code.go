@@ -204,6 +204,23 @@ func (s *Server) codeKey(r *http.Request, ns, q string) (string, error) {
 	return ns + "/" + q + "/" + digest + codeSuffix, nil
 }
 
+// What an uploaded archive may unpack to: codeUnpackRatio times its own compressed size,
+// at least codeUnpackFloor, never more than 16 × Config.MaxCodeBytes (codeUnpackLimit).
+const (
+	codeUnpackRatio = 64
+	codeUnpackFloor = 64 << 20
+)
+
+// codeUnpackLimit returns the bytes an archive of n compressed bytes may unpack to on a
+// server whose archives are bounded by maxCode. The check of an upload reads (inflates
+// and hashes) everything it unpacks to, so a bound of 16 × maxCode alone let a 1.6 MB
+// archive of zeros cost the server 1.6 GB of inflating and hashing, 8.8 s of CPU an
+// upload, for any token that may submit. Code compresses 3 to 10 times; gzip's most is
+// about 1,000.
+func codeUnpackLimit(n, maxCode int64) int64 {
+	return min(16*maxCode, max(codeUnpackFloor, codeUnpackRatio*n))
+}
+
 func (s *Server) handleCodePut(w http.ResponseWriter, r *http.Request, p *principal) error {
 	ns, q, err := queueOf(r)
 	if err != nil {
@@ -249,10 +266,16 @@ func (s *Server) handleCodePut(w http.ResponseWriter, r *http.Request, p *princi
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	_, digest, err := fabric.ReadArchive(tmp, "", fabric.Limits{MaxBytes: 16 * s.cfg.MaxCodeBytes})
+	unpack := codeUnpackLimit(n, s.cfg.MaxCodeBytes)
+	_, digest, err := fabric.ReadArchive(tmp, "", fabric.Limits{MaxBytes: unpack})
 	var ce *fabric.CodeError
 	if errors.As(err, &ce) {
-		return &plane.InvalidError{Field: "code archive", Message: "invalid code archive: " + ce.Message}
+		msg := "invalid code archive: " + ce.Message
+		if unpack < 16*s.cfg.MaxCodeBytes && strings.Contains(ce.Message, "unpacks to more than") {
+			msg += fmt.Sprintf(" (an archive of %d bytes may unpack to %d times its size, at least %d bytes: a code tree compresses far less)",
+				n, codeUnpackRatio, min(codeUnpackFloor, 16*s.cfg.MaxCodeBytes))
+		}
+		return &plane.InvalidError{Field: "code archive", Message: msg}
 	} else if err != nil {
 		return err
 	}

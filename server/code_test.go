@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"os"
@@ -160,4 +161,53 @@ func TestCodeRoutesOff(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	b.do(t, "GET", "/v1/namespaces/default/queues/jobs/code/"+strings.Repeat("a", 64), "", nil, "").requireError(t, 501, "not_implemented")
+}
+
+// zerosArchive returns the digest and archive of one file of size zero bytes (a size
+// bomb's shape: it compresses about a thousand times).
+func zerosArchive(t *testing.T, size int64) (string, []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "zeros.bin", Mode: 0o644, Size: size}))
+	h := sha256.New()
+	_, err := io.CopyN(io.MultiWriter(tw, h), zeroReader{}, size)
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	require.NoError(t, zw.Close())
+	f := fabric.File{Path: "zeros.bin", Size: size}
+	copy(f.SHA256[:], h.Sum(nil))
+	return fabric.Digest([]fabric.File{f}), buf.Bytes()
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// TestCodeUnpackBoundFollowsTheArchive: an upload may unpack to 64 times its own size (at
+// least 64 MiB), not to 16 times the server's bound whatever its size: the check inflates
+// and hashes all of it, so a 1.6 MB archive of zeros cost the server 1.6 GB of work an
+// upload (8.8 s of CPU), for any token that may submit. Fails on the old code, which
+// stored the 100 MiB of zeros below (under 16 × 8 MiB).
+func TestCodeUnpackBoundFollowsTheArchive(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret, CodeDir: t.TempDir(), MaxCodeBytes: 8 << 20})
+	producer, _ := b.mint(t, "default", "jobs", 0, plane.PermissionSubmit)
+
+	digest, data := zerosArchive(t, 100<<20)
+	require.Less(t, len(data), 1<<20, "the bomb is small")
+	path := "/v1/namespaces/default/queues/jobs/code/" + digest
+	eb := b.do(t, "PUT", path, api.ContentTypeGzip, data, producer).requireError(t, 400, "invalid")
+	require.Contains(t, eb.Message, "unpacks to more than 67108864 bytes")
+	require.Contains(t, eb.Message, "may unpack to 64 times its size, at least 67108864 bytes")
+	require.Equal(t, 404, b.do(t, "HEAD", path, "", nil, producer).status, "nothing stored")
+
+	// Under the floor any ratio is taken: 32 MiB of zeros compress a thousand times.
+	digest, data = zerosArchive(t, 32<<20)
+	r := b.do(t, "PUT", "/v1/namespaces/default/queues/jobs/code/"+digest, api.ContentTypeGzip, data, producer)
+	require.Equal(t, 200, r.status, "%s", r.body)
 }

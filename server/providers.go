@@ -135,7 +135,8 @@ func redactedQuery(r *http.Request) (bool, error) {
 // providerFor converts ref to its wire form as p may read it (nil for nil): whole for a
 // token that seesProviderSecrets, unless redacted asks for the tenant's view; otherwise
 // every env value replaced by "xxxxx" (names kept, so a tenant sees what its workers get)
-// and each command argument through plane.RedactURL (a URL's password). Every value is
+// and the command through plane.RedactCommand (a URL's password, an env assignment's
+// value, a secret-named flag's value). Every value is
 // hidden, not only those whose name looks secret (plane.RedactEnv): a name says nothing of
 // AZURE_STORAGE_CONNECTION_STRING.
 func providerFor(p *principal, namespace string, ref *plane.ProviderRef, redacted bool) *api.Provider {
@@ -153,13 +154,7 @@ func providerFor(p *principal, namespace string, ref *plane.ProviderRef, redacte
 		}
 		out.Policy.Env = env
 	}
-	if out.Policy.Command != nil {
-		command := make([]string, len(out.Policy.Command))
-		for i, arg := range out.Policy.Command {
-			command[i] = plane.RedactURL(arg)
-		}
-		out.Policy.Command = command
-	}
+	out.Policy.Command = plane.RedactCommand(out.Policy.Command)
 	return out
 }
 

@@ -139,13 +139,15 @@ func TestProviderEnvHiddenFromQueueTokens(t *testing.T) {
 
 // TestProviderRedactedView: ?redacted=true on GET …/provider and GET /v1/providers answers
 // the operator's token as it answers a tenant (every env value "xxxxx", a command URL's
-// password hidden), which is what the dashboard's Providers page reads; false is the
+// password, an env assignment's value and a secret flag's value hidden: until 2026-12-06
+// `env WANDB_API_KEY=… lakeshore worker --token …` was shown whole), which is what the dashboard's Providers page reads; false is the
 // token's own view, and any other value is 400 invalid, naming the parameter.
 func TestProviderRedactedView(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &server.Config{AdminToken: adminSecret})
 	path := "/v1/namespaces/default/queues/jobs/provider"
-	command := []string{"lakeshore", "worker", "--target", "http://u:secretvalue3@plane:7077", "jobs"}
+	command := []string{"env", "WANDB_API_KEY=secretvalue2", "lakeshore", "worker", "--target", "http://u:secretvalue3@plane:7077",
+		"--token", "secretvalue4", "jobs"}
 	ref := map[string]any{"name": "local", "policy": map[string]any{"command": command, "env": map[string]string{"HF_TOKEN": "hf_secretvalue1"}}}
 	r := b.doJSON(t, "PUT", path, ref, adminSecret)
 	require.Equal(t, 200, r.status, "%s", r.body)
@@ -155,6 +157,8 @@ func TestProviderRedactedView(t *testing.T) {
 		require.NotContains(t, string(r.body), "secretvalue", url)
 		require.Contains(t, string(r.body), `"HF_TOKEN":"xxxxx"`, url)
 		require.Contains(t, string(r.body), "http://u:xxxxx@plane:7077", url)
+		require.Contains(t, string(r.body), `"WANDB_API_KEY=xxxxx"`, url)
+		require.Contains(t, string(r.body), `"--token","xxxxx","jobs"`, url)
 	}
 	r = b.doJSON(t, "GET", path+"?redacted=false", nil, adminSecret)
 	require.Equal(t, 200, r.status, "%s", r.body)

@@ -112,7 +112,8 @@ type Config struct {
 	CodeBucket *blob.Bucket
 
 	// MaxCodeBytes bounds one code archive (compressed); its files may unpack to at most
-	// 16 times that. Defaults to MaxCodeBytesDefault.
+	// 16 times that, and to at most 64 times the archive's own size (at least 64 MiB).
+	// Defaults to MaxCodeBytesDefault.
 	MaxCodeBytes int64
 
 	// MaxDataQueuesPerNamespace caps the data queues one namespace holds (stored, whether

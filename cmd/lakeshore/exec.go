@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,7 +62,82 @@ func (s *execSpec) checkCommand() error {
 	if _, err := exec.LookPath(s.argv[0]); err != nil {
 		return usagef("command %q cannot run: %w", s.argv[0], err)
 	}
+	if interp, code := inlineCode(s.argv); strings.Contains(code, "{}") {
+		return usagef("{} inside the code of %q: a job's payload would be run as code there (anyone who may submit to the queue "+
+			"could run commands on this machine); pass it as an argument after the code and read that instead, e.g. "+
+			"sh -c 'convert \"$1\" out.png' _ {}", interp)
+	}
 	return nil
+}
+
+// shells run their -c operand as shell code; interpreters run the argument after
+// their flag (python -c, perl/ruby/node -e, php -r) as code.
+var (
+	shells       = []string{"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash"}
+	interpreters = map[string]string{"python": "-c", "perl": "-e", "ruby": "-e", "node": "-e", "php": "-r"}
+)
+
+// inlineCode returns the code a command runs inline — a shell's -c script, an
+// interpreter's -c or -e program — and how it was given ("sh -c"), or "" when it runs
+// none. The exec worker's {} is a plain substitution: inside such code a payload is code
+// (a payload `x; rm -rf ~` in sh -c 'wc {}'), where after it it is a value ("$1").
+// `env [NAME=VALUE…]` before the command is looked through.
+func inlineCode(argv []string) (interp, code string) {
+	if len(argv) > 0 && filepath.Base(argv[0]) == "env" {
+		argv = argv[1:]
+		for len(argv) > 0 && strings.Contains(argv[0], "=") && !strings.HasPrefix(argv[0], "-") {
+			argv = argv[1:]
+		}
+	}
+	if len(argv) < 2 {
+		return "", ""
+	}
+	base := filepath.Base(argv[0])
+	if slices.Contains(shells, base) {
+		// Options before the first operand; one holding c (-c, -ec, -lc) makes that operand
+		// the script.
+		inline, skip := false, false
+		for i, a := range argv[1:] {
+			if skip { // the argument of -o / +o
+				skip = false
+				continue
+			}
+			if a == "-o" || a == "+o" {
+				skip = true
+				continue
+			}
+			if a == "--" {
+				if inline && i+2 < len(argv) {
+					return base + " -c", argv[i+2]
+				}
+				return "", ""
+			}
+			if !strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "+") {
+				if inline {
+					return base + " -c", a
+				}
+				return "", ""
+			}
+			if !strings.HasPrefix(a, "--") && strings.Contains(a, "c") {
+				inline = true
+			}
+		}
+		return "", ""
+	}
+	for name, flag := range interpreters {
+		if base != name && !(strings.HasPrefix(base, name) && strings.Trim(base[len(name):], "0123456789.") == "") {
+			continue
+		}
+		for i, a := range argv[1 : len(argv)-1] {
+			if a == flag {
+				return base + " " + flag, argv[i+2]
+			}
+			if !strings.HasPrefix(a, "-") {
+				break // a script file: what follows is its arguments
+			}
+		}
+	}
+	return "", ""
 }
 
 // commandEnv is the environment of a command: the worker's, with PYTHONUNBUFFERED=1 unless

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -210,5 +211,42 @@ func waitGone(t *testing.T, name string, pid int) {
 			t.Fatalf("process %s (%d) still runs", name, pid)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestExecRefusesThePayloadInInlineCode: {} inside a shell's -c script (or an interpreter's
+// -c/-e program) is refused before anything is claimed: the substitution would make a
+// payload code there, so the submit right would run commands on the worker (a payload
+// `x; touch pwned` to `sh -c 'wc -c {}'`). Given after the code ("$1") it is a value, and
+// accepted. Before, checkCommand took both.
+func TestExecRefusesThePayloadInInlineCode(t *testing.T) {
+	for _, argv := range [][]string{
+		{"sh", "-c", "wc -c {}"},
+		{"bash", "-ec", "echo {}.png"},
+		{"sh", "-o", "pipefail", "-c", "cat {} | wc"},
+		{"env", "A=1", "sh", "-c", "echo {}"},
+		{"/bin/sh", "-c", "--", "echo {}"},
+		{"python3", "-u", "-c", "print('{}')"},
+		{"perl", "-e", "print '{}'"},
+	} {
+		err := testSpec(argv...).checkCommand()
+		if _, interp := exec.LookPath(argv[0]); interp != nil && argv[0] != "env" {
+			continue // not installed here: LookPath's error comes first
+		}
+		require.Error(t, err, "%q", argv)
+		require.Contains(t, err.Error(), "{} inside the code of", "%q", argv)
+		require.Contains(t, err.Error(), `sh -c 'convert "$1" out.png' _ {}`)
+	}
+	for _, argv := range [][]string{
+		{"sh", "-c", `wc -c "$1"`, "_", "{}"},
+		{"sh", "./work.sh", "{}"},
+		{"echo", "-c", "{}"},
+		{"python3", "work.py", "-c", "{}"},
+		{"env", "sh", "-c", `echo "$1"`, "sh", "{}"},
+	} {
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			continue
+		}
+		require.NoError(t, testSpec(argv...).checkCommand(), "%q", argv)
 	}
 }

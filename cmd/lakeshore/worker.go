@@ -26,7 +26,8 @@ func newWorkerCmd(a *app) *cobra.Command {
 		Short: "Run COMMAND once per job claimed from QUEUE: a worker in any language",
 		Long: `Claim jobs from QUEUE and run COMMAND once per job, up to --concurrency at once:
   - the payload is JSON on stdin; "{}" in ARGS is replaced by the payload when it
-    is a string;
+    is a string (never inside a shell's -c script or an interpreter's -c/-e code:
+    pass it after the code, sh -c '... "$1" ...' _ {});
   - LAKESHORE_JOB_ID, LAKESHORE_QUEUE, LAKESHORE_NAMESPACE and LAKESHORE_ATTEMPT
     are set in its environment;
   - each line it prints on stdout becomes a VALUE frame (JSON when it parses, else

@@ -834,3 +834,27 @@ def test_a_new_digest_forgets_the_old_codes_hooks(server: Server, tmp_path: Path
     finally:
         d.close()
     assert marker.read_text().split() == ["hook-1", "body-1", "hook-2", "body-2", "hook-1", "body-1"]
+
+
+def test_a_declared_commands_output_costs_its_tail(tmp_path: Path) -> None:
+    """A declared command that prints without end (a build's log, a progress bar into a
+    pipe) costs the worker the last OUTPUT_TAIL bytes of each stream, not what it printed,
+    and its failure still quotes the end of its stderr. Before, the worker kept all of it:
+    300 MB printed by a setup command took 892 MB of the worker's memory."""
+    import tracemalloc
+
+    printed = 64 << 20
+    cmd = f"head -c {printed} /dev/zero | tr '\\0' x; echo the end of the log >&2; exit 3"
+    tracemalloc.start()
+    try:
+        with pytest.raises(RuntimeError, match=r"setup command .* exited with 3: the end of the log$"):
+            _fabric._shell(cmd, str(tmp_path), None, "setup")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * _fabric.OUTPUT_TAIL + (4 << 20), f"the command's {printed >> 20} MiB of output took {peak >> 20} MiB at the peak"
+    # The output a background process of the command holds open is waited for, as before:
+    # the command returns once that process is done.
+    late = tmp_path / "late"
+    _fabric._shell(f"(sleep 0.5; echo late > {late}) &", str(tmp_path), None, "setup")
+    assert late.read_text() == "late\n"

@@ -378,11 +378,38 @@ COMMAND_POLL = 0.1
 stopped."""
 
 
+OUTPUT_TAIL = 64 << 10
+"""Bytes of a declared command's stdout and of its stderr a worker keeps while it runs
+(the last ones: what a failure quotes)."""
+
+
+class _Tail(threading.Thread):
+    """Reads a command's output pipe to its end, keeping only its last ``OUTPUT_TAIL``
+    bytes: a command that prints without end (a build log, a progress bar) costs the
+    worker this much, not what it printed."""
+
+    def __init__(self, pipe: Any) -> None:
+        super().__init__(daemon=True, name="lakeshore-command-output")
+        self.pipe = pipe
+        self.kept = bytearray()
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError, ValueError), self.pipe:  # closed at its end
+            while chunk := self.pipe.read1(1 << 16):
+                self.kept += chunk
+                if len(self.kept) > 2 * OUTPUT_TAIL:
+                    del self.kept[:-OUTPUT_TAIL]
+
+    def text(self) -> str:
+        return bytes(self.kept[-OUTPUT_TAIL:]).decode(errors="replace")
+
+
 def _shell(cmd: str, cwd: str, env: dict[str, str] | None, what: str, stopped: threading.Event | None = None) -> None:
     """Run a declared command with ``sh`` in ``cwd``: in a process group of its own, known
     to the worker's guard (so a worker that dies, even by SIGKILL, leaves nothing of it
     running), and killed with its whole group as soon as ``stopped`` is set (its job was
-    killed or lost its lease: nothing of an attempt runs on beside its retry).
+    killed or lost its lease: nothing of an attempt runs on beside its retry). Of its
+    output only the last ``OUTPUT_TAIL`` bytes of each stream are kept.
 
     Raises:
         CommandStopped: ``stopped`` was set; RuntimeError: the command failed."""
@@ -390,26 +417,33 @@ def _shell(cmd: str, cwd: str, env: dict[str, str] | None, what: str, stopped: t
     full_env = {**os.environ, **(env or {}), GUARD_ENV: guard.mark}
     p = subprocess.Popen(
         cmd, shell=True, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
     guard.add(p.pid)
-    out = err = ""
+    tails = [_Tail(p.stdout), _Tail(p.stderr)]
+    for t in tails:
+        t.start()
     try:
-        while True:
-            try:
-                out, err = p.communicate(timeout=COMMAND_POLL)
-                break
-            except subprocess.TimeoutExpired:
-                if stopped is not None and stopped.is_set():
-                    raise CommandStopped(f"{what} command {cmd!r} was stopped: its job was killed or lost its lease") from None
+        # Until the command has exited and its output pipes are closed (what it left
+        # running in the background may hold them), as communicate() waits.
+        while p.poll() is None or any(t.is_alive() for t in tails):
+            if stopped is not None and stopped.is_set():
+                raise CommandStopped(f"{what} command {cmd!r} was stopped: its job was killed or lost its lease")
+            if p.returncode is None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=COMMAND_POLL)
+            else:
+                for t in tails:
+                    t.join(COMMAND_POLL / len(tails))
     finally:
         if p.returncode is None:
             # Stopped, or the worker's thread left otherwise: the command's whole group goes.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(p.pid, signal.SIGKILL)
-            p.communicate()
+            p.wait()
         guard.remove(p.pid)
     if p.returncode != 0:
+        out, err = (t.text() for t in tails)
         tail = (err or out).strip()[-500:]
         raise RuntimeError(f"{what} command {cmd!r} exited with {p.returncode}: {tail}")
 
