@@ -340,6 +340,27 @@ var envAssignment = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)=(.+)$`)
 // -auth), with its value after '=' or, without one, in the next argument.
 var secretFlag = regexp.MustCompile(`^(--?[A-Za-z0-9_-]+)(=.*)?$`)
 
+// CommandSecrets returns what RedactCommand hides in a command's arguments, as text to
+// hide wherever a message may quote the command (a provider's launch error echoing its
+// request, a launched worker's last log line; RedactValuesIn): an environment assignment's
+// value, a flag's value given after '=' when RedactCommand changed that argument, and any
+// other argument it changed whole (a secret flag's next argument, one holding a URL's
+// password). Nil for a command with nothing hidden.
+func CommandSecrets(argv []string) []string {
+	var out []string
+	for i, shown := range RedactCommand(argv) {
+		arg := argv[i]
+		if shown == arg {
+			continue
+		}
+		if envAssignment.MatchString(arg) || strings.HasPrefix(arg, "-") && strings.Contains(arg, "=") {
+			arg = arg[strings.IndexByte(arg, '=')+1:]
+		}
+		out = append(out, arg)
+	}
+	return out
+}
+
 // RedactCommand returns a command's arguments as a reader who may not see the command's
 // secrets may read them (a tenant's view of a provider's worker command, the dashboard):
 // each through RedactURL (a URL's password), an environment assignment NAME=VALUE as

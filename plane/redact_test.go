@@ -3,6 +3,7 @@ package plane
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -227,5 +228,21 @@ func TestRedactCommand(t *testing.T) {
 		if got := RedactCommand(c.in); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", c.want) || (got == nil) != (c.want == nil) {
 			t.Errorf("RedactCommand(%q) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+// TestCommandSecrets: what RedactCommand hides, as text RedactValuesIn can hide in a
+// message quoting the command: values after '=' of an assignment or a changed flag, a
+// secret flag's next argument and any other changed argument whole; nothing of a command
+// RedactCommand leaves as it is.
+func TestCommandSecrets(t *testing.T) {
+	argv := []string{"env", "HF_TOKEN=hf_abc", "A=b", "lakeshore", "worker", "--token", "tok1", "--api-key=k2",
+		"--url=postgres://u:pw3@h/db", "postgres://u:pw4@h/db", "--queue", "q"}
+	want := []string{"hf_abc", "b", "tok1", "k2", "postgres://u:pw3@h/db", "postgres://u:pw4@h/db"}
+	if got := CommandSecrets(argv); !slices.Equal(got, want) {
+		t.Errorf("CommandSecrets = %q, want %q", got, want)
+	}
+	if got := CommandSecrets([]string{"lakeshore", "worker", "--queue", "q"}); got != nil {
+		t.Errorf("a command with nothing secret gave %q", got)
 	}
 }

@@ -1025,7 +1025,8 @@ func (s *Supervisor) takeStopFailed(k queueKey) []string {
 
 // secretEnv is what a log line must not quote of a launch's environment: the policy's env,
 // the supervisor's LAKESHORE_TOKEN and any of its WorkerEnv values holding a URL with a
-// password (LAKESHORE_URL of a postgres:// plane); not the LAKESHORE_* variables
+// password (LAKESHORE_URL of a postgres:// plane), and what plane.CommandSecrets finds in the
+// policy's command (a --token's value, an env assignment's); not the LAKESHORE_* variables
 // describing the launch, which name the queue and provider the line is about.
 func (s *Supervisor) secretEnv(p plane.LaunchPolicy) map[string]string {
 	out := maps.Clone(p.Env)
@@ -1036,6 +1037,9 @@ func (s *Supervisor) secretEnv(p plane.LaunchPolicy) map[string]string {
 		if k == "LAKESHORE_TOKEN" && v != "" || plane.RedactURL(v) != v {
 			out["\x00worker:"+k] = v // beside the policy's variable of the same name
 		}
+	}
+	for i, v := range plane.CommandSecrets(p.Command) { // --token x, NAME=VALUE, a URL's password
+		out[fmt.Sprintf("\x00command:%d", i)] = v
 	}
 	return out
 }

@@ -718,7 +718,7 @@ func TestSupervisorRepeatedFailureLoggedOnce(t *testing.T) {
 // launch echoing its request (the launch, env included) to stderr, with policyEnv as the
 // policy's env and workerEnv as the supervisor's; it returns the supervisor's log, which
 // must hold the failed launch naming want, and the program's path.
-func failedLaunchLog(t *testing.T, policyEnv, workerEnv map[string]string, want string) (out, program string) {
+func failedLaunchLog(t *testing.T, command []string, policyEnv, workerEnv map[string]string, want string) (out, program string) {
 	t.Helper()
 	r := newRig(t)
 	program = filepath.Join(t.TempDir(), "echoing.sh")
@@ -726,7 +726,10 @@ func failedLaunchLog(t *testing.T, policyEnv, workerEnv map[string]string, want 
 	if err := os.WriteFile(program, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r.setProvider("x", "exec:"+program, plane.LaunchPolicy{MaxWorkers: 1, Command: []string{"w"}, Env: policyEnv})
+	if command == nil {
+		command = []string{"w"}
+	}
+	r.setProvider("x", "exec:"+program, plane.LaunchPolicy{MaxWorkers: 1, Command: command, Env: policyEnv})
 	r.submit("x", 1)
 	reg, logs := prometheus.NewRegistry(), &logBuffer{}
 	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) { c.WorkerEnv = workerEnv })
@@ -743,7 +746,7 @@ func failedLaunchLog(t *testing.T, policyEnv, workerEnv map[string]string, want 
 // values and the supervisor's LAKESHORE_TOKEN as xxxxx; the names, the queue and the
 // provider stay readable.
 func TestSupervisorLaunchErrorHidesEnv(t *testing.T) {
-	out, program := failedLaunchLog(t,
+	out, program := failedLaunchLog(t, nil,
 		map[string]string{"HF_TOKEN": "hf_policysecret1", "AZURE_STORAGE_CONNECTION_STRING": "AccountKey=policysecret2", "SHORT": "1"},
 		map[string]string{"LAKESHORE_TOKEN": "supervisortoken3"}, "HF_TOKEN")
 	for _, secret := range []string{"policysecret", "supervisortoken3"} {
@@ -762,10 +765,27 @@ func TestSupervisorLaunchErrorHidesEnv(t *testing.T) {
 // Before, only the policy's env and LAKESHORE_TOKEN were hidden, and the log quoted the
 // database password.
 func TestSupervisorLaunchErrorHidesPlanePassword(t *testing.T) {
-	out, _ := failedLaunchLog(t, nil,
+	out, _ := failedLaunchLog(t, nil, nil,
 		map[string]string{"LAKESHORE_URL": "postgres://lakeshore:dbpassword4@db.internal:5432/lakeshore"}, "LAKESHORE_URL")
 	if strings.Contains(out, "dbpassword4") {
 		t.Errorf("the log quotes the plane's password:\n%s", out)
+	}
+}
+
+// TestSupervisorLaunchErrorHidesCommandSecrets: a provider program that fails echoing its
+// request (the command included) has the secrets of the policy's command logged as xxxxx,
+// as the server's view of that command shows them (plane.RedactCommand): a --token's
+// value, an env assignment's, a URL's password. Before, only env values were hidden there.
+func TestSupervisorLaunchErrorHidesCommandSecrets(t *testing.T) {
+	out, _ := failedLaunchLog(t, []string{"env", "WANDB_API_KEY=cmdsecret1abc", "lakeshore", "worker",
+		"--token", "cmdsecret2abc", "--url=postgres://u:cmdsecret3abc@db/x"}, nil, nil, "lakeshore")
+	for _, secret := range []string{"cmdsecret1", "cmdsecret2", "cmdsecret3"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log quotes %q:\n%s", secret, out)
+		}
+	}
+	if !strings.Contains(out, "WANDB_API_KEY") || !strings.Contains(out, "--token") {
+		t.Errorf("the log lost the command's names:\n%s", out)
 	}
 }
 
