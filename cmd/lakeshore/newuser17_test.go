@@ -55,3 +55,16 @@ func TestWorkerWithoutConsumeSaysSoOnce(t *testing.T) {
 	require.Contains(t, errs, "lakeshore: claim from q: forbidden: the token does not grant consume on queue default/q")
 	require.NotContains(t, errs, "deregistration failed", "nothing was registered: nothing to remove")
 }
+
+// TestTokenCreateWithoutCanNamesEveryPermission: `token create` without --can said "name at
+// least one of submit,consume,read,admin", leaving out data:put and data:read, which a
+// bad --can value's message lists; both name the six now.
+func TestTokenCreateWithoutCanNamesEveryPermission(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	for _, args := range [][]string{{"token", "create"}, {"token", "create", "--can", "nope"}} {
+		_, errs, code := c.run("", args...)
+		require.Equal(t, exitUsage, code, errs)
+		require.Contains(t, errs, "submit,consume,read,admin,data:put,data:read", "%v", args)
+	}
+}
