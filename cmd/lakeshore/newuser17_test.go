@@ -68,3 +68,24 @@ func TestTokenCreateWithoutCanNamesEveryPermission(t *testing.T) {
 		require.Contains(t, errs, "submit,consume,read,admin,data:put,data:read", "%v", args)
 	}
 }
+
+// TestQueueGetSaysNoneForNoLimit: after `queue set q --rate-limit 5`, `queue get q` showed
+// "max depth 0", "deadline cutoff 0s" (and with keys "concurrency limit 0 per key"): limits
+// the block does not have, read as a queue that admits nothing. A zero limit reads "none"
+// now, as the per-key rate overrides already did; a set one is shown as before.
+func TestQueueGetSaysNoneForNoLimit(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.ok("queue", "set", "q", "--rate-limit", "5", "--key-weight", "a=2")
+	get := c.ok("queue", "get", "q")
+	for _, line := range []string{"max depth          none", "rate limit         5/s", "burst              5",
+		"deadline cutoff    none", "concurrency limit  none"} {
+		require.Contains(t, get, line)
+	}
+	c.ok("queue", "set", "q", "--max-depth", "3", "--deadline-cutoff", "1m", "--concurrency-limit", "2", "--rate-limit", "0")
+	get = c.ok("queue", "get", "q")
+	for _, line := range []string{"max depth          3", "rate limit         none", "burst              none",
+		"deadline cutoff    1m0s", "concurrency limit  2 per key"} {
+		require.Contains(t, get, line)
+	}
+}
