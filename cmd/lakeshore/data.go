@@ -242,6 +242,10 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 					_, err := fmt.Fprintln(a.stdout, "put 0 records")
 					return err
 				}
+				if len(idx) == 1 {
+					_, err := fmt.Fprintf(a.stdout, "put 1 record: index %d\n", idx[0])
+					return err
+				}
 				_, err := fmt.Fprintf(a.stdout, "put %d records: indexes %d–%d\n", len(idx), idx[0], idx[len(idx)-1])
 				return err
 			}()

@@ -89,3 +89,24 @@ func TestQueueGetSaysNoneForNoLimit(t *testing.T) {
 		require.Contains(t, get, line)
 	}
 }
+
+// TestDataVerbsCountInGoodEnglish: `data put` of one record printed "put 1 records: indexes
+// 0–0" and `data export` of it "exported 1 records into 1 files"; one is singular now.
+func TestDataVerbsCountInGoodEnglish(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dataDir := t.TempDir()
+	out, errs, code := c.run(`{"step": 1}`+"\n", "data", "put", "events", "--data-dir", dataDir)
+	require.Zero(t, code, errs)
+	require.Equal(t, "put 1 record: index 0\n", out)
+	out, errs, code = c.run(`{"step": 2}`+"\n"+`{"step": 3}`+"\n", "data", "put", "events", "--data-dir", dataDir)
+	require.Zero(t, code, errs)
+	require.Equal(t, "put 2 records: indexes 1–2\n", out)
+
+	_, errs, code = c.run("", "data", "export", "events", t.TempDir(), "--data-dir", dataDir, "--rows-per-file", "3")
+	require.Zero(t, code, errs)
+	require.Equal(t, "exported 3 records into 1 file\n", errs)
+	_, errs, code = c.run("", "data", "export", "events", t.TempDir(), "--data-dir", dataDir, "--rows-per-file", "1")
+	require.Zero(t, code, errs)
+	require.Equal(t, "exported 3 records into 3 files\n", errs)
+}
