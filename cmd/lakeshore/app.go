@@ -294,6 +294,17 @@ func flagError(c *cobra.Command, err error) error {
 
 func usagef(format string, args ...any) error { return usageError(fmt.Errorf(format, args...)) }
 
+// inputError is bad input read from a file or stdin (a data line that is not JSON): exit
+// 2, without the "Run 'lakeshore --help'" line, which cannot help with it.
+type inputError struct{ error }
+
+func (e *inputError) Unwrap() error { return e.error }
+
+// inputf is a usage error (exit 2) for bad input read from a file or stdin.
+func inputf(format string, args ...any) error {
+	return usageError(&inputError{fmt.Errorf(format, args...)})
+}
+
 // silentExit ends the command with code after it printed its own outcome.
 func silentExit(code int) error { return &codeError{code: code} }
 
@@ -324,7 +335,8 @@ func exitCode(err error) int {
 func badInput(err error) bool {
 	var config *fabric.ConfigError
 	var code *fabric.CodeError
-	return errors.As(err, &config) || errors.As(err, &code) || errors.Is(err, fabric.ErrNoConfig) || errors.Is(err, lakeshore.ErrInvalid) ||
+	var input *inputError
+	return errors.As(err, &config) || errors.As(err, &code) || errors.As(err, &input) || errors.Is(err, fabric.ErrNoConfig) || errors.Is(err, lakeshore.ErrInvalid) ||
 		errors.Is(err, persist.ErrSchema) || errors.Is(err, persist.ErrUnsupportedValue)
 }
 

@@ -110,3 +110,24 @@ func TestDataVerbsCountInGoodEnglish(t *testing.T) {
 	require.Zero(t, code, errs)
 	require.Equal(t, "exported 3 records into 3 files\n", errs)
 }
+
+// TestBadInputLinesGetNoUsageHint: a data line that is not JSON (`data put`) or an input
+// line that is not UTF-8 (`map`) exits 2 naming the line, and then said "Run 'lakeshore
+// --help' for usage.", which cannot help with what is in the input. Only the line's
+// error is printed now; a payload argument that is not JSON keeps the hint.
+func TestBadInputLinesGetNoUsageHint(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	_, errs, code := c.run("{\"a\": 1}\nnotjson\n", "data", "put", "events", "--data-dir", t.TempDir())
+	require.Equal(t, exitUsage, code)
+	require.Equal(t, "lakeshore: line 2: not JSON by the mapping of docs/http-api.md: invalid character 'o' in literal null (expecting 'u')\n", errs)
+
+	_, errs, code = c.run("a.go\n\xff.go\n", "map", "--", "true")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "line 2 is not valid UTF-8")
+	require.NotContains(t, errs, "for usage")
+
+	_, errs, code = c.run("", "submit", "q", "not json")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "\nRun 'lakeshore --help' for usage.\n", "an argument keeps the hint")
+}
