@@ -131,3 +131,21 @@ func TestBadInputLinesGetNoUsageHint(t *testing.T) {
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errs, "\nRun 'lakeshore --help' for usage.\n", "an argument keeps the hint")
 }
+
+// TestForbiddenSaysWhatTheTokenGrants: the README's `token create --can submit,read
+// --namespace team-a`, then a submit without --namespace, answered "forbidden: the token
+// does not grant submit on queue default/gpu" — the user had to guess that the namespace
+// was the mismatch. The 403 now says what the token grants, and where (its own scope,
+// which its bearer was shown at creation).
+func TestForbiddenSaysWhatTheTokenGrants(t *testing.T) {
+	const admin = "an-admin-token-long-enough-for-the-server-0123456789"
+	c := newAuthedCLI(t, admin)
+	t.Setenv(lakeshore.EnvToken, admin)
+	out := c.ok("token", "create", "--can", "submit,read", "--namespace", "team-a")
+	t.Setenv(lakeshore.EnvToken, tokenSecret(t, out))
+
+	_, errs, code := c.run("", "submit", "gpu", "1")
+	require.Equal(t, exitError, code, errs)
+	require.Equal(t, "lakeshore: forbidden: the token does not grant submit on queue default/gpu (it grants submit,read on team-a/*)\n", errs)
+	c.ok("--namespace", "team-a", "submit", "gpu", "1")
+}
