@@ -346,6 +346,13 @@ func unknownSubcommand(c *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return usagef("%s needs a subcommand; see '%s --help'", c.CommandPath(), c.CommandPath())
 	}
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's default, which only its own path sets
+	}
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		// A typo of a verb ("sumbit") or another tool's name for one ("watch": stream).
+		return usagef("unknown command %q for %q; did you mean %s?", args[0], c.CommandPath(), strings.Join(s, " or "))
+	}
 	return usagef("unknown command %q for %q", args[0], c.CommandPath())
 }
 

@@ -149,3 +149,22 @@ func TestForbiddenSaysWhatTheTokenGrants(t *testing.T) {
 	require.Equal(t, "lakeshore: forbidden: the token does not grant submit on queue default/gpu (it grants submit,read on team-a/*)\n", errs)
 	c.ok("--namespace", "team-a", "submit", "gpu", "1")
 }
+
+// TestUnknownVerbSuggestsOne: `lakeshore watch ID` (the verb is stream), `lakeshore status
+// ID` (get) and a typo (`sumbit`) said only "unknown command"; cobra's suggestions were
+// never computed on this path. The error now names the verbs meant, when there are any.
+func TestUnknownVerbSuggestsOne(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	for args, want := range map[string]string{
+		"watch 01ARZ3NDEKTSV4RRFFQ69G5FAV":  `unknown command "watch" for "lakeshore"; did you mean stream?`,
+		"status 01ARZ3NDEKTSV4RRFFQ69G5FAV": `unknown command "status" for "lakeshore"; did you mean get?`,
+		"sumbit q 1":                        `unknown command "sumbit" for "lakeshore"; did you mean submit?`,
+		"queue sett q":                      `unknown command "sett" for "lakeshore queue"; did you mean set or get?`,
+		"frobnicate":                        `unknown command "frobnicate" for "lakeshore"` + "\n",
+	} {
+		_, errs, code := c.run("", strings.Fields(args)...)
+		require.Equal(t, exitUsage, code, args)
+		require.Contains(t, errs, "lakeshore: "+want, args)
+	}
+}
