@@ -80,7 +80,7 @@ func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	root := a.rootCmd()
 	root.SetArgs(args)
 	start := time.Now()
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -96,7 +96,13 @@ func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		fmt.Fprintf(stderr, "lakeshore: %s\n", strings.Join(lines, "\n"))
 		if code == exitUsage && !badInput(err) {
-			fmt.Fprintln(stderr, "Run 'lakeshore --help' for usage.")
+			// The help of the verb that refused ("lakeshore queue set --help"): the root's
+			// lists verbs, not the flags and arguments the user got wrong.
+			path := root.CommandPath()
+			if cmd != nil {
+				path = cmd.CommandPath()
+			}
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", path)
 		}
 	}
 	return code

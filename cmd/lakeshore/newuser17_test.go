@@ -129,7 +129,7 @@ func TestBadInputLinesGetNoUsageHint(t *testing.T) {
 
 	_, errs, code = c.run("", "submit", "q", "not json")
 	require.Equal(t, exitUsage, code)
-	require.Contains(t, errs, "\nRun 'lakeshore --help' for usage.\n", "an argument keeps the hint")
+	require.Contains(t, errs, "\nRun 'lakeshore submit --help' for usage.\n", "an argument keeps the hint")
 }
 
 // TestForbiddenSaysWhatTheTokenGrants: the README's `token create --can submit,read
@@ -166,5 +166,24 @@ func TestUnknownVerbSuggestsOne(t *testing.T) {
 		_, errs, code := c.run("", strings.Fields(args)...)
 		require.Equal(t, exitUsage, code, args)
 		require.Contains(t, errs, "lakeshore: "+want, args)
+	}
+}
+
+// TestUsageHintNamesTheVerb: every usage error ended "Run 'lakeshore --help' for usage.",
+// the list of verbs, where the user needed the flags of the verb that refused (`queue set`
+// without a flag, an unknown flag of submit). The hint names that verb's help now; an
+// unknown verb still gets its parent's.
+func TestUsageHintNamesTheVerb(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	for args, want := range map[string]string{
+		"queue set q":       "lakeshore queue set",
+		"submit q 1 --nope": "lakeshore submit",
+		"queue sett q":      "lakeshore queue",
+		"watch x":           "lakeshore",
+	} {
+		_, errs, code := c.run("", strings.Fields(args)...)
+		require.Equal(t, exitUsage, code, args)
+		require.True(t, strings.HasSuffix(errs, "\nRun '"+want+" --help' for usage.\n"), "%s: %q", args, errs)
 	}
 }
