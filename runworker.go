@@ -278,7 +278,11 @@ type Worker struct {
 	// back unspent — rather than stopping with jobs left to claim.
 	budgetWake chan struct{}
 	idleAt     time.Time // when the last running job ended (zero: none has), for the registry
-	fatal      error     // what stopped the claimers (the plane closed), returned by Err
+	// mayBeRegistered: some registration of this worker may have been stored (it succeeded,
+	// or failed in a way that does not say it was refused), so stopping removes it; a worker
+	// every registration of which was refused (its token lacks consume) has nothing to remove.
+	mayBeRegistered bool
+	fatal           error // what stopped the claimers (the plane closed), returned by Err
 
 	phase        WorkerPhase             // guarded by mu
 	started      bool                    // guarded by mu
@@ -612,10 +616,15 @@ func (w *Worker) run(ctx, runCtx, claimCtx context.Context, stopClaiming context
 	close(hbStop)
 	hb.Wait()
 
-	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	if err := w.d.drv.WorkerRemove(rmCtx, info.Namespace, info.ID); err != nil && !errors.Is(err, ErrNotImplemented) {
-		w.o.Logger.WarnContext(ctx, "worker deregistration failed", logKeyWorkerID, info.ID, logKeyError, err)
+	w.mu.Lock()
+	registered := w.mayBeRegistered
+	w.mu.Unlock()
+	if registered {
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		if err := w.d.drv.WorkerRemove(rmCtx, info.Namespace, info.ID); err != nil && !errors.Is(err, ErrNotImplemented) {
+			w.o.Logger.WarnContext(ctx, "worker deregistration failed", logKeyWorkerID, info.ID, logKeyError, err)
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -655,9 +664,24 @@ func (w *Worker) register(ctx context.Context, info *plane.WorkerInfo) {
 	w.mu.Unlock()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	if err := w.d.drv.WorkerRegister(rctx, info); err != nil && !errors.Is(err, ErrNotImplemented) {
+	err := w.d.drv.WorkerRegister(rctx, info)
+	if err != nil && !errors.Is(err, ErrNotImplemented) {
 		w.o.Logger.WarnContext(ctx, "worker registration failed", logKeyWorkerID, info.ID, logKeyError, err)
 	}
+	if !registrationRefused(err) {
+		w.mu.Lock()
+		w.mayBeRegistered = true
+		w.mu.Unlock()
+	}
+}
+
+// registrationRefused reports whether err says the plane refused a registration outright,
+// storing nothing: the token may not register (forbidden, unauthorized), the registration
+// is invalid or over the namespace's cap, or the plane has no registry. Any other error (a
+// timeout, an outage) may hide a registration that was stored.
+func registrationRefused(err error) bool {
+	return err != nil && (errors.Is(err, ErrForbidden) || errors.Is(err, ErrUnauthorized) ||
+		errors.Is(err, ErrInvalid) || errors.Is(err, ErrLimitExceeded) || errors.Is(err, ErrNotImplemented))
 }
 
 // reserve takes up to n jobs from the MaxJobs budget for a claim and returns how many it

@@ -206,6 +206,14 @@ func DecodeRequirement(b []byte) (*Requirement, error) {
 	return &r, nil
 }
 
+// offerValueRules says, for each name of ParseOffers whose value is parsed, what its value
+// may be (the Python SDK's lakeshore/_offers.py says the same).
+var offerValueRules = map[string]string{
+	"cpus":   "cpus is a number of CPUs with at most three decimals (8, 0.5) or millicpus (500m)",
+	"memory": "memory is a number of bytes with an optional unit (64GiB, 512MiB, 2G)",
+	"gpus":   "gpus is a whole number (1)",
+}
+
 // ParseOffers reads offers (or a requirement) written as comma-separated NAME=VALUE pairs,
 // the CLI's form: cpus (a decimal with at most three decimals, or millicpus "500m"),
 // memory (bytes with an optional unit: K, M, G, T are powers of 1000, Ki, Mi, Gi, Ti of
@@ -244,10 +252,10 @@ func ParseOffers(field, s string) (*Offers, error) {
 			}
 			o.Labels[strings.TrimPrefix(name, "label.")] = value
 		default:
-			return nil, Invalid(field, pair, rule)
+			return nil, Invalid(field, pair, fmt.Sprintf("unknown name %q; %s", name, rule))
 		}
 		if err != nil {
-			return nil, Invalid(field, pair, "a bad "+name+" value; "+rule)
+			return nil, Invalid(field, pair, offerValueRules[name]+"; "+rule)
 		}
 	}
 	if err := o.Validate(field); err != nil {

@@ -2,6 +2,7 @@ package plane
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -68,6 +69,24 @@ func TestParseOffers(t *testing.T) {
 		var inv *InvalidError
 		if !errors.As(err, &inv) || !errors.Is(err, ErrInvalid) {
 			t.Errorf("%q: %v, want an *InvalidError", bad, err)
+		}
+	}
+}
+
+// TestParseOffersSaysWhatAValueMayBe: `submit --requires gpus=one` said "a bad gpus value",
+// and `--requires colour=red` only the list of names: each now says what was wrong — what
+// the name's value may be, or that the name is unknown — before the form.
+func TestParseOffersSaysWhatAValueMayBe(t *testing.T) {
+	for in, want := range map[string]string{
+		"gpus=one":     `invalid --requires "gpus=one": gpus is a whole number (1); use NAME=VALUE pairs`,
+		"cpus=lots":    `invalid --requires "cpus=lots": cpus is a number of CPUs with at most three decimals (8, 0.5) or millicpus (500m); use`,
+		"memory=64Gb":  `invalid --requires "memory=64Gb": memory is a number of bytes with an optional unit (64GiB, 512MiB, 2G); use`,
+		"colour=red":   `invalid --requires "colour=red": unknown name "colour"; use NAME=VALUE pairs separated by commas: cpus, memory, gpus, gpu_type, label.KEY`,
+		"gpus=1,x=1.5": `invalid --requires "x=1.5": unknown name "x"; use`,
+	} {
+		_, err := ParseOffers("--requires", in)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: %v\nwant the prefix %s", in, err, want)
 		}
 	}
 }

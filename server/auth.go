@@ -137,19 +137,29 @@ func globMatch(pattern, name string) bool {
 	return err == nil && ok
 }
 
-// forbidden is the 403 error for perms on a queue.
-func forbidden(what string, perms ...plane.Permission) error {
+// forbidden is the 403 error for perms on what, p's request. It says what p's token does
+// grant, and where ("it grants submit,read on team-a/*"), so its bearer sees the mismatch
+// (most often another --namespace) without an admin's token list: its own scope only.
+func forbidden(p *principal, what string, perms ...plane.Permission) error {
 	names := make([]string, len(perms))
 	for i, p := range perms {
 		names[i] = string(p)
 	}
-	return fmt.Errorf("%w: the token does not grant %s on %s", api.ErrForbidden, strings.Join(names, " or "), what)
+	err := fmt.Errorf("%w: the token does not grant %s on %s", api.ErrForbidden, strings.Join(names, " or "), what)
+	if p == nil || p.tok == nil {
+		return err
+	}
+	granted := make([]string, len(p.tok.Permissions))
+	for i, g := range p.tok.Permissions {
+		granted[i] = string(g)
+	}
+	return fmt.Errorf("%w (it grants %s on %s/%s)", err, strings.Join(granted, ","), p.tok.Namespace, p.tok.Queue)
 }
 
 // authorizeQueue checks p's rights on a queue.
 func authorizeQueue(p *principal, namespace, queue string, perms ...plane.Permission) error {
 	if !p.allows(namespace, queue, perms...) {
-		return forbidden("queue "+namespace+"/"+queue, perms...)
+		return forbidden(p, "queue "+namespace+"/"+queue, perms...)
 	}
 	return nil
 }
@@ -160,7 +170,7 @@ func authorizeQueue(p *principal, namespace, queue string, perms ...plane.Permis
 // token lacking perms altogether gets 403.
 func (s *Server) authorizeInvocation(r *http.Request, p *principal, id string, perms ...plane.Permission) error {
 	if !p.has(perms) {
-		return forbidden("invocation "+id, perms...)
+		return forbidden(p, "invocation "+id, perms...)
 	}
 	if !p.scoped() {
 		return nil

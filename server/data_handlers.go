@@ -35,7 +35,7 @@ func (s *Server) handleDataQueues(w http.ResponseWriter, r *http.Request, p *pri
 		return err
 	}
 	if !p.allowsNamespace(ns, plane.PermissionDataRead) {
-		return forbidden("listing the data queues of namespace "+ns, plane.PermissionDataRead)
+		return forbidden(p, "listing the data queues of namespace "+ns, plane.PermissionDataRead)
 	}
 	names, err := s.data.list(r.Context(), ns)
 	if err != nil {

@@ -259,7 +259,7 @@ func (s *Server) changeInvocation(w http.ResponseWriter, r *http.Request, p *pri
 // unknown id gets, so no invocation is read before the write (see authorizeInvocation).
 func jobScope(p *principal, n int) (plane.Scope, error) {
 	if n > 0 && !p.has([]plane.Permission{plane.PermissionConsume}) {
-		return plane.Scope{}, forbidden("invocation", plane.PermissionConsume)
+		return plane.Scope{}, forbidden(p, "invocation", plane.PermissionConsume)
 	}
 	if !p.scoped() {
 		return plane.Scope{}, nil

@@ -58,7 +58,7 @@ func (s *Server) authorizeSchedule(r *http.Request, p *principal, namespace, nam
 // there is none, after checking that p may submit to it (plane.ErrNotFound when not).
 func (s *Server) storedScheduleQueue(r *http.Request, p *principal, namespace, name string) (string, error) {
 	if !p.allowsNamespace(namespace, plane.PermissionSubmit) {
-		return "", forbidden("namespace "+namespace, plane.PermissionSubmit)
+		return "", forbidden(p, "namespace "+namespace, plane.PermissionSubmit)
 	}
 	page, err := s.drv.ScheduleList(r.Context(), &plane.ScheduleListParams{Namespace: namespace, Name: name, Limit: 1})
 	if err != nil {

@@ -80,7 +80,7 @@ func (s *Server) handleWorkerRegister(w http.ResponseWriter, r *http.Request, p 
 		return plane.Invalid("host", req.Host, "use at most 255 bytes of UTF-8 without control characters")
 	}
 	if !p.allowsNamespace(ns, plane.PermissionConsume) {
-		return forbidden("namespace "+ns, plane.PermissionConsume)
+		return forbidden(p, "namespace "+ns, plane.PermissionConsume)
 	}
 	for _, q := range req.Queues {
 		if err := authorizeQueue(p, ns, q, plane.PermissionConsume); err != nil {
@@ -112,7 +112,7 @@ func (s *Server) handleWorkerRemove(w http.ResponseWriter, r *http.Request, p *p
 		return err
 	}
 	if !p.allowsNamespace(ns, plane.PermissionConsume) {
-		return forbidden("namespace "+ns, plane.PermissionConsume)
+		return forbidden(p, "namespace "+ns, plane.PermissionConsume)
 	}
 	// A queue-scoped token removes only a worker whose every queue it covers, the check of
 	// registering; any other is answered as an unknown one (nothing removed, no existence

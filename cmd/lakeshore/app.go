@@ -80,7 +80,7 @@ func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	root := a.rootCmd()
 	root.SetArgs(args)
 	start := time.Now()
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -96,7 +96,13 @@ func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		fmt.Fprintf(stderr, "lakeshore: %s\n", strings.Join(lines, "\n"))
 		if code == exitUsage && !badInput(err) {
-			fmt.Fprintln(stderr, "Run 'lakeshore --help' for usage.")
+			// The help of the verb that refused ("lakeshore queue set --help"): the root's
+			// lists verbs, not the flags and arguments the user got wrong.
+			path := root.CommandPath()
+			if cmd != nil {
+				path = cmd.CommandPath()
+			}
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", path)
 		}
 	}
 	return code
@@ -294,6 +300,17 @@ func flagError(c *cobra.Command, err error) error {
 
 func usagef(format string, args ...any) error { return usageError(fmt.Errorf(format, args...)) }
 
+// inputError is bad input read from a file or stdin (a data line that is not JSON): exit
+// 2, without the "Run 'lakeshore --help'" line, which cannot help with it.
+type inputError struct{ error }
+
+func (e *inputError) Unwrap() error { return e.error }
+
+// inputf is a usage error (exit 2) for bad input read from a file or stdin.
+func inputf(format string, args ...any) error {
+	return usageError(&inputError{fmt.Errorf(format, args...)})
+}
+
 // silentExit ends the command with code after it printed its own outcome.
 func silentExit(code int) error { return &codeError{code: code} }
 
@@ -324,7 +341,8 @@ func exitCode(err error) int {
 func badInput(err error) bool {
 	var config *fabric.ConfigError
 	var code *fabric.CodeError
-	return errors.As(err, &config) || errors.As(err, &code) || errors.Is(err, fabric.ErrNoConfig) || errors.Is(err, lakeshore.ErrInvalid) ||
+	var input *inputError
+	return errors.As(err, &config) || errors.As(err, &code) || errors.As(err, &input) || errors.Is(err, fabric.ErrNoConfig) || errors.Is(err, lakeshore.ErrInvalid) ||
 		errors.Is(err, persist.ErrSchema) || errors.Is(err, persist.ErrUnsupportedValue)
 }
 
@@ -333,6 +351,13 @@ func badInput(err error) bool {
 func unknownSubcommand(c *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return usagef("%s needs a subcommand; see '%s --help'", c.CommandPath(), c.CommandPath())
+	}
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's default, which only its own path sets
+	}
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		// A typo of a verb ("sumbit") or another tool's name for one ("watch": stream).
+		return usagef("unknown command %q for %q; did you mean %s?", args[0], c.CommandPath(), strings.Join(s, " or "))
 	}
 	return usagef("unknown command %q for %q", args[0], c.CommandPath())
 }

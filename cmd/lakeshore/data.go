@@ -210,7 +210,7 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 					}
 					b, err := api.JSONToWire([]byte(text))
 					if err != nil {
-						return usagef("line %d: not JSON by the mapping of docs/http-api.md: %v", line, err)
+						return inputf("line %d: not JSON by the mapping of docs/http-api.md: %v", line, err)
 					}
 					rec, err := persist.RecordFromWire(fmt.Sprintf("line %d", line), b)
 					if err != nil {
@@ -224,7 +224,7 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 					}
 				}
 				if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
-					return usagef("line %d: longer than %s; a record is at most %s encoded (store large data in a blob store and put its key)",
+					return inputf("line %d: longer than %s; a record is at most %s encoded (store large data in a blob store and put its key)",
 						line+1, humanize.IBytes(maxPutLine), humanize.IBytes(persist.MaxRecordBytes))
 				} else if err != nil {
 					return fmt.Errorf("read stdin: %w", err)
@@ -240,6 +240,10 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 				}
 				if len(idx) == 0 {
 					_, err := fmt.Fprintln(a.stdout, "put 0 records")
+					return err
+				}
+				if len(idx) == 1 {
+					_, err := fmt.Fprintf(a.stdout, "put 1 record: index %d\n", idx[0])
 					return err
 				}
 				_, err := fmt.Fprintf(a.stdout, "put %d records: indexes %d–%d\n", len(idx), idx[0], idx[len(idx)-1])

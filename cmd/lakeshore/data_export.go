@@ -40,7 +40,7 @@ func newDataExportCmd(a *app, o *dataOpts) *cobra.Command {
 				for _, f := range files {
 					fmt.Fprintln(a.stdout, f)
 				}
-				_, err = fmt.Fprintf(a.stderr, "exported %d records into %d files\n", n, len(files))
+				_, err = fmt.Fprintf(a.stderr, "exported %s into %s\n", countOf(int(n), "record"), countOf(len(files), "file"))
 				return err
 			})
 		},
@@ -48,6 +48,14 @@ func newDataExportCmd(a *app, o *dataOpts) *cobra.Command {
 	cmd.Flags().StringVar(&partition, "partition", "", "only this partition (default: all)")
 	cmd.Flags().IntVar(&rowsPerFile, "rows-per-file", 1_000_000, "records per Parquet file")
 	return cmd
+}
+
+// countOf is n and noun, plural unless n is 1: "1 file", "0 files", "3 files".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // exportParquet writes the records of q readable when it starts (index < NextIndex) into

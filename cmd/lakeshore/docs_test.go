@@ -47,8 +47,8 @@ func TestDocsErrorFormat(t *testing.T) {
 	shows("`"+norm(out)+"`", "the --json object of a failed result")
 
 	_, errs, _ = c.run("", "submit", "q", "not json")
-	require.Contains(t, errs, "\nRun 'lakeshore --help' for usage.\n")
-	shows("`Run 'lakeshore --help' for usage.`", "the usage hint")
+	require.Contains(t, errs, "\nRun 'lakeshore submit --help' for usage.\n")
+	shows("`Run 'lakeshore submit --help' for usage.`", "the usage hint")
 }
 
 // TestDocsEveryVerbAndFlag: docs/cli.md names every verb and every flag of the command.

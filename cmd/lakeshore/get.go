@@ -20,9 +20,11 @@ import (
 
 func newGetCmd(a *app) *cobra.Command {
 	return &cobra.Command{
-		Use:   "get ID",
-		Short: "Show a job: state, attempts, times, payload, result or error",
-		Args:  exactArgs(1),
+		Use: "get ID",
+		// Other tools' names for showing one job: `lakeshore status` suggests get.
+		SuggestFor: []string{"status", "show", "inspect", "describe"},
+		Short:      "Show a job: state, attempts, times, payload, result or error",
+		Args:       exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			d, q, err := a.queue(c.Context(), anyQueue)
 			if err != nil {

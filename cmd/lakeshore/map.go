@@ -140,7 +140,7 @@ func readInputs(r io.Reader, name string) ([]string, error) {
 				}
 				i += size
 			}
-			return nil, usagef("%s: line %d is not valid UTF-8 (bad byte 0x%02x at column %d); map takes text inputs, one per line — nothing was submitted",
+			return nil, inputf("%s: line %d is not valid UTF-8 (bad byte 0x%02x at column %d); map takes text inputs, one per line — nothing was submitted",
 				name, n, line[i], i+1)
 		}
 		s := strings.TrimSuffix(string(line), "\r")

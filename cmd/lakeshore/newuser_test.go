@@ -106,15 +106,16 @@ func TestWrongArgumentCountShowsTheUsage(t *testing.T) {
 	for _, bad := range []struct {
 		args []string
 		want string
+		verb string // whose --help the hint names
 	}{
-		{[]string{"stream"}, "lakeshore: usage: lakeshore stream ID [flags] (accepts 1 arg(s), received 0)\n"},
-		{[]string{"jobs", "a", "b"}, "lakeshore: usage: lakeshore jobs QUEUE [flags] (accepts 1 arg(s), received 2)\n"},
-		{[]string{"data", "get"}, "lakeshore: usage: lakeshore data get QUEUE [flags] (accepts 1 arg(s), received 0)\n"},
+		{[]string{"stream"}, "lakeshore: usage: lakeshore stream ID [flags] (accepts 1 arg(s), received 0)\n", "lakeshore stream"},
+		{[]string{"jobs", "a", "b"}, "lakeshore: usage: lakeshore jobs QUEUE [flags] (accepts 1 arg(s), received 2)\n", "lakeshore jobs"},
+		{[]string{"data", "get"}, "lakeshore: usage: lakeshore data get QUEUE [flags] (accepts 1 arg(s), received 0)\n", "lakeshore data get"},
 	} {
 		_, errs, code := c.run("", bad.args...)
 		require.Equal(t, exitUsage, code, errs)
 		require.True(t, strings.HasPrefix(errs, bad.want), "%v: %q", bad.args, errs)
-		require.Contains(t, errs, "Run 'lakeshore --help' for usage.")
+		require.Contains(t, errs, "\nRun '"+bad.verb+" --help' for usage.\n")
 	}
 }
 

@@ -323,14 +323,16 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 	}
 	tw := a.table()
 	tw.row("queue", fmt.Sprintf("%s/%s", q.Namespace(), q.Name()))
-	tw.row("max depth", ad.MaxDepth)
+	// A limit of 0 is no limit: it reads "none", as `queues` leaves it out, rather than a
+	// "max depth 0" or "rate limit 0/s" that reads as a queue that takes nothing.
+	tw.row("max depth", noneIfZero(ad.MaxDepth, fmt.Sprint(ad.MaxDepth)))
 	tw.row("on full", ad.OnFull)
-	tw.row("rate limit", fmt.Sprintf("%g/s", ad.RateLimit))
-	tw.row("burst", ad.Burst)
-	tw.row("deadline cutoff", time.Duration(ad.DeadlineCutoff))
+	tw.row("rate limit", noneIfZero(ad.RateLimit, fmt.Sprintf("%g/s", ad.RateLimit)))
+	tw.row("burst", noneIfZero(ad.Burst, fmt.Sprint(ad.Burst)))
+	tw.row("deadline cutoff", noneIfZero(ad.DeadlineCutoff, time.Duration(ad.DeadlineCutoff).String()))
 	// The concurrency-key lines appear when the queue uses keys.
 	if ad.ConcurrencyLimit > 0 || len(ad.ConcurrencyLimits) > 0 || len(ad.KeyWeights) > 0 || len(keys) > 0 {
-		tw.row("concurrency limit", fmt.Sprintf("%d per key", ad.ConcurrencyLimit))
+		tw.row("concurrency limit", noneIfZero(ad.ConcurrencyLimit, fmt.Sprintf("%d per key", ad.ConcurrencyLimit)))
 	}
 	if ad.KeyRateLimit > 0 {
 		tw.row("key rate limit", fmt.Sprintf("%g/s burst %d per key", ad.KeyRateLimit, ad.KeyBurst))
@@ -360,6 +362,15 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 		return err
 	}
 	return a.printProvider(ref)
+}
+
+// noneIfZero is text, or "none" when v is zero: a limit of 0 is no limit.
+func noneIfZero[T comparable](v T, text string) string {
+	var zero T
+	if v == zero {
+		return "none"
+	}
+	return text
 }
 
 // mergeAdmissionFlags merges `queue set`'s admission flags that were given (f.Changed) into

@@ -15,8 +15,10 @@ func newStreamCmd(a *app) *cobra.Command {
 		timeout time.Duration
 	)
 	c := &cobra.Command{
-		Use:   "stream ID",
-		Short: "Print a job's VALUE frames, following live until it ends",
+		Use: "stream ID",
+		// Other tools' names for following a job's output: `lakeshore watch` suggests stream.
+		SuggestFor: []string{"watch", "follow", "tail", "logs"},
+		Short:      "Print a job's VALUE frames, following live until it ends",
 		Long: `Print the VALUE frames of job ID with seq > --since (all by default), live while
 it runs, one per line: "SEQ<TAB>VALUE" (VALUE as JSON), or {"seq","attempt","value"}
 with --json. To resume after an interruption pass the last SEQ seen as --since.

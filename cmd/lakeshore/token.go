@@ -37,17 +37,21 @@ type TokenCreateOpts struct {
 	JSON bool
 }
 
+// tokenPermissions lists the permissions --can takes, for its errors: every one of them,
+// data:put and data:read included (a missing --can named only the first four).
+const tokenPermissions = "submit,consume,read,admin,data:put,data:read"
+
 // Validate checks o. Errors: *plane.InvalidError naming the flag.
 func (o *TokenCreateOpts) Validate() error {
 	if len(o.Can) == 0 {
-		return plane.Invalid("--can", nil, "name at least one of submit,consume,read,admin")
+		return plane.Invalid("--can", nil, "name at least one of "+tokenPermissions)
 	}
 	for _, c := range o.Can {
 		switch plane.Permission(c) {
 		case plane.PermissionSubmit, plane.PermissionConsume, plane.PermissionRead, plane.PermissionAdmin,
 			plane.PermissionDataPut, plane.PermissionDataRead:
 		default:
-			return plane.Invalid("--can", c, "use submit,consume,read,admin,data:put,data:read")
+			return plane.Invalid("--can", c, "use "+tokenPermissions)
 		}
 	}
 	if o.TTL < 0 {

@@ -4,8 +4,8 @@ and an asyncio fan-out, against a running `lakeshore serve`.
     lakeshore serve --target :memory: &
     LAKESHORE_URL=http://127.0.0.1:7077 python examples/python/quickstart.py
 
-(run_worker and @udf are not built yet; the worker here is the hand-written loop they will
-package.)
+The worker here is the hand-written loop (`q.working()`) that `lakeshore.run_worker` and
+`@lakeshore.udf` package (docs/python.md); it shows what each job goes through.
 """
 
 from __future__ import annotations

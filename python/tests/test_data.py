@@ -117,6 +117,26 @@ def test_stream(d: HttpDispatch, qname: str) -> None:
     run(main())
 
 
+def test_an_empty_stream_says_where_the_records_are(d: HttpDispatch, qname: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The persisting page puts to ``partition_id="train_0"`` and then streams with
+    ``q.stream(limit=1000, wait=True, timeout=5.0)``, which reads this Queue's partition
+    (``default``): it ended with nothing, in silence, where get() logs which partitions
+    hold the records. An empty stream now logs the same line once; one that yields, or
+    names its partition, does not."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put_batch([{"a": i} for i in range(3)], partition_id="train_0")
+        with caplog.at_level("WARNING", logger="lakeshore.data"):
+            assert [b async for b in q.stream(limit=10, wait=False)] == []
+            assert [b async for b in Queue(qname, dispatch=d).stream(limit=10, wait=False, partition_id="train_0")] != []
+        warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warned) == 1, warned
+        assert "stream()" in warned[0] and "'train_0': 3" in warned[0] and "partition_id=" in warned[0]
+
+    run(main())
+
+
 def test_meta_data_batches_and_consumption(d: HttpDispatch, qname: str) -> None:
     async def main() -> None:
         q = Queue(qname, dispatch=d, batch_size=1000)

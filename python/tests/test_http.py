@@ -543,6 +543,21 @@ def test_auth(server: Server, qname: str) -> None:
     scoped.close()
 
 
+def test_run_worker_without_consume_raises_forbidden(server: Server, qname: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A worker whose token may not consume fails with the claim's ForbiddenError, as Go's
+    worker (and ``lakeshore worker``, exit 5) does. Before, run_worker logged "claim from Q
+    failed: forbidden" every second for ever, with ``once=True`` too, and at its end a
+    "deregistration … failed" of a registration the server had refused."""
+    scoped = HttpDispatch(server.url, token=server.token(qname, "submit,read"))
+    q = SyncQueue(qname, dispatch=scoped)
+    inv = q.submit(1)
+    with pytest.raises(ForbiddenError, match="consume"):
+        lakeshore.run_worker(q, once=True, wait=5.0, handle_signals=False)
+    assert q.get(inv).state == "queued"
+    assert not [r for r in caplog.records if "deregistration" in r.getMessage()]
+    scoped.close()
+
+
 def test_token_from_the_environment(server: Server, qname: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LAKESHORE_URL", server.url)
     monkeypatch.setenv("LAKESHORE_TOKEN", server.admin_token)

@@ -43,3 +43,17 @@ def test_run_worker_offers_from_env(every_plane: HttpDispatch, qname: str, monke
     with pytest.raises(InvalidError) as e:
         run_worker(every_plane, queues={qname: lambda x: x}, once=True, handle_signals=False)
     assert e.value.field == "$LAKESHORE_OFFERS"
+
+
+def test_parse_offers_says_what_a_value_may_be() -> None:
+    """As Go's ParseOffers (TestParseOffersSaysWhatAValueMayBe): a bad value says what the
+    name's value may be ("a bad gpus value" before), an unknown name that it is unknown."""
+    for bad, want in {
+        "gpus=one": "gpus is a whole number (1); use NAME=VALUE pairs",
+        "cpus=lots": "cpus is a number of CPUs with at most three decimals (8, 0.5) or millicpus (500m); use",
+        "memory=64Gb": "memory is a number of bytes with an optional unit (64GiB, 512MiB, 2G); use",
+        "colour=red": 'unknown name "colour"; use NAME=VALUE pairs separated by commas: cpus, memory, gpus, gpu_type, label.KEY',
+    }.items():
+        with pytest.raises(InvalidError) as e:
+            parse_offers(bad)
+        assert str(e.value).startswith(f"invalid $LAKESHORE_OFFERS {bad!r}: {want}"), (bad, str(e.value))

@@ -17,6 +17,12 @@ from . import errors
 ENV_OFFERS = "LAKESHORE_OFFERS"
 
 _RULE = "use NAME=VALUE pairs separated by commas: cpus, memory, gpus, gpu_type, label.KEY"
+# What each parsed value may be, as Go's plane.offerValueRules says it.
+_VALUE_RULES = {
+    "cpus": "cpus is a number of CPUs with at most three decimals (8, 0.5) or millicpus (500m)",
+    "memory": "memory is a number of bytes with an optional unit (64GiB, 512MiB, 2G)",
+    "gpus": "gpus is a whole number (1)",
+}
 _UNITS = [("Ki", 1 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("Ti", 1 << 40), ("K", 10**3), ("M", 10**6), ("G", 10**9), ("T", 10**12)]
 
 
@@ -36,6 +42,8 @@ def parse_offers(text: str, field: str = "$" + ENV_OFFERS) -> dict[str, Any]:
         if name in seen:
             raise _invalid(field, pair, f"{name} is given twice; {_RULE}, each once")
         seen.add(name)
+        if name not in ("cpus", "memory", "gpus", "gpu_type") and not name.startswith("label."):
+            raise _invalid(field, pair, f'unknown name "{name}"; {_RULE}')
         try:
             if name == "cpus":
                 out["cpus_milli"] = _milli_cpus(value)
@@ -45,12 +53,10 @@ def parse_offers(text: str, field: str = "$" + ENV_OFFERS) -> dict[str, Any]:
                 out["gpus"] = int(value, 10)
             elif name == "gpu_type":
                 out["gpu_type"] = value
-            elif name.startswith("label."):
-                out.setdefault("labels", {})[name[len("label.") :]] = value
             else:
-                raise _invalid(field, pair, _RULE)
+                out.setdefault("labels", {})[name[len("label.") :]] = value
         except ValueError:
-            raise _invalid(field, pair, f"a bad {name} value; {_RULE}") from None
+            raise _invalid(field, pair, f"{_VALUE_RULES[name]}; {_RULE}") from None
     return out
 
 

@@ -1216,13 +1216,14 @@ class Queue:
             self._offsets[part] = nxt
         self.metrics["gets"] += len(recs)
         if not recs and partition_id is None and not self._told_partition:
-            await self._tell_other_partitions()
+            await self._tell_other_partitions("get()", start)
         return recs
 
-    async def _tell_other_partitions(self) -> None:
-        """After a read of the default partition found nothing: log once, at WARNING, which
-        other partitions hold records (a put with ``partition_id=`` and a read without it
-        read different partitions; reads never span partitions)."""
+    async def _tell_other_partitions(self, verb: str, start: int) -> None:
+        """After a read (``verb``, from ``start``) of the default partition found nothing:
+        log once, at WARNING, which other partitions hold records (a put with
+        ``partition_id=`` and a read without it read different partitions; reads never
+        span partitions)."""
         try:
             parts = (await self._call("GET", "/stats", retry="safe")).get("partitions") or {}
         except errors.DispatchError:
@@ -1231,11 +1232,12 @@ class Queue:
         if others:
             self._told_partition = True
             log.warning(
-                "lakeshore.data: %s: get() read partition %r (this Queue's partition_id), which has no records "
-                "after offset %d; records are in partitions %s: pass partition_id= to read one (reads are per partition)",
+                "lakeshore.data: %s: %s read partition %r (this Queue's partition_id), which has no records "
+                "from offset %d; records are in partitions %s: pass partition_id= to read one (reads are per partition)",
                 self.name,
+                verb,
                 self.partition_id,
-                self._offsets.get(self.partition_id, 0),
+                start,
                 others,
             )
 
@@ -1328,11 +1330,13 @@ class Queue:
         await self._send_before_read()
         part = partition_id or self.partition_id
         position = offset
+        first = self._offsets.get(part, 0) if position is None else position
+        yielded = False
         last = time.monotonic()
         while True:
             left = timeout - (time.monotonic() - last)
             if wait and left <= 0:
-                return
+                break
             start = self._offsets.get(part, 0) if position is None else position
             recs, nxt = await self._read(start, limit, part, None, min(left, 30.0) if wait else 0.0)
             if position is None:
@@ -1341,9 +1345,14 @@ class Queue:
                 position = nxt
             if recs:
                 last = time.monotonic()
+                yielded = True
                 yield recs
             elif not wait:
-                return
+                break
+        if not yielded and partition_id is None and not self._told_partition:
+            # Ended with nothing: say where the records are, as get() does (the persisting
+            # page puts to partition_id="train_0" and streams without one).
+            await self._tell_other_partitions("stream()", first)
 
     def reader(self, rank: int | None = None, world_size: int | None = None) -> Reader:
         """A reader for data-parallel rank ``rank`` of ``world_size`` (see :class:`Reader`).

@@ -519,6 +519,16 @@ def _raise_refused_offers(e: errors.InvalidError) -> None:
         raise e
 
 
+def _refuses_outright(e: errors.DispatchError) -> bool:
+    """Whether ``e`` says the plane refused a registration and stored nothing: the token
+    may not register (forbidden, unauthorized), the registration is invalid or over the
+    namespace's cap, or the plane has no registry."""
+    return isinstance(e, (errors.ForbiddenError, errors.UnauthorizedError, errors.InvalidError, errors.LimitExceededError)) or e.code in (
+        "not_implemented",
+        "route_not_found",
+    )
+
+
 def _refuses_offers(e: errors.DispatchError) -> bool:
     """Whether ``e`` is the server's refusal of the worker's offers or warm host keys."""
     field = getattr(e, "field", "") or ""
@@ -626,6 +636,10 @@ class _Worker:
         self.register_interval = register_interval
         self.registry = True  # False once the plane said it has no registry
         self.register_warned = False
+        # Whether some registration may have been stored (one succeeded, or failed without
+        # saying it was refused): only then does the worker remove it when it stops, as
+        # Go's worker does. A worker whose token may not register has nothing to remove.
+        self.may_be_registered = False
         self.preparer = _fabric.Preparer(dispatch, trust_declarations)
 
         self.worker_path = f"/v1/namespaces/{path_segment('namespace', dispatch.namespace)}/workers/{path_segment('worker_id', worker_id)}"
@@ -690,7 +704,10 @@ class _Worker:
         try:
             await self.d._transport.call("PUT", self.worker_path, body=self._registration(), retry="safe")
             self.registered_warm = warm
+            self.may_be_registered = True
         except errors.DispatchError as e:
+            if not _refuses_outright(e):
+                self.may_be_registered = True  # a timeout or outage may hide a stored one
             if e.code in ("not_implemented", "route_not_found"):
                 self.registry = False
                 return
@@ -713,7 +730,7 @@ class _Worker:
             await self._register()
 
     async def _deregister(self) -> None:
-        if not self.registry:
+        if not self.registry or not self.may_be_registered:
             return
         try:
             await self.d._transport.call("DELETE", self.worker_path, retry="safe")
@@ -908,6 +925,12 @@ class _Worker:
                                 continue  # a payload that does not decode: failed by claim() already
                             if e.code == "closed":
                                 return  # the dispatch was closed: nothing more to claim
+                            if isinstance(e, (errors.ForbiddenError, errors.UnauthorizedError)):
+                                # The token may not consume here, or the server refuses it:
+                                # every claim would be refused alike. Fail the worker, as
+                                # Go's does, rather than retry every second for ever (with
+                                # once=True too, which then never returned).
+                                raise
                             log.warning("lakeshore worker: claim from %s failed: %s", name, e)
                             await asyncio.sleep(1.0)
                             continue
