@@ -22,6 +22,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/internal/porttest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 	"github.com/lakeshore-dev/lakeshore/plane/pgplane"
@@ -109,10 +110,7 @@ func TestUnavailableTellsCallersNothing(t *testing.T) {
 	})
 
 	t.Run("http", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		ln.Close() // nothing listens there: every dial is refused
+		_, port, _ := net.SplitHostPort(porttest.Refused(t)) // nothing listens there: every dial is refused
 		drv, err := httpplane.New("http://127.0.0.1:"+port, &httpplane.Config{MaxRetries: -1})
 		require.NoError(t, err)
 		t.Cleanup(func() { drv.Close() })

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/internal/porttest"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 	"github.com/lakeshore-dev/lakeshore/server"
 )
@@ -178,15 +178,11 @@ func TestSubmitWaitRefusedSaysNothingAnswers(t *testing.T) {
 	require.Equal(t, 1, strings.Count(errs, "\n"), "one line: %q", errs)
 }
 
-// refusedURL is the http:// URL of a local port nothing listens on: connections to it are
-// refused.
+// refusedURL is the http:// URL of a local port nothing listens on while the test runs:
+// connections to it are refused (porttest.Refused).
 func refusedURL(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	url := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return url
+	return "http://" + porttest.Refused(t)
 }
 
 // TestDataVerbsRefusedSayNothingAnswers: the data verbs against a server that refuses

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/internal/porttest"
 	"github.com/lakeshore-dev/lakeshore/provider"
 )
 
@@ -75,12 +75,9 @@ func TestSecretsNotPrinted(t *testing.T) {
 	})
 
 	t.Run("refuses connections", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := ln.Addr().String()
-		ln.Close() // a port nothing listens on: the dial is refused
+		addr := porttest.Refused(t) // a port nothing listens on: the dial is refused
 		var notes bytes.Buffer
-		err = dialCheck{noticeAfter: 0, giveUp: 300 * time.Millisecond, every: 50 * time.Millisecond}.
+		err := dialCheck{noticeAfter: 0, giveUp: 300 * time.Millisecond, every: 50 * time.Millisecond}.
 			check(t.Context(), "http://user:hunter2@"+addr+"/?token=hunter2", &notes)
 		require.Error(t, err)
 		require.Contains(t, notes.String(), "refuses connections")

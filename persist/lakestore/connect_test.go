@@ -2,8 +2,6 @@ package lakestore
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"net/url"
 	"testing"
 
@@ -11,6 +9,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgdb"
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/internal/porttest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -26,13 +25,9 @@ func TestOpenCatalogFaults(t *testing.T) {
 	require.NoError(t, err)
 	const secret = "wrong-password-s3cr3t"
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	free := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close()) // nothing listens there now
 	refused := *good
 	refused.User = url.UserPassword(pgtest.Superuser, secret)
-	refused.Host = fmt.Sprintf("127.0.0.1:%d", free)
+	refused.Host = porttest.Refused(t) // nothing listens there
 
 	credentials := *good
 	credentials.User = url.UserPassword(pgtest.Superuser, secret)

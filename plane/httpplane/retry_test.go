@@ -3,7 +3,6 @@ package httpplane_test
 import (
 	"context"
 	"errors"
-	"net"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore/internal/porttest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 )
@@ -115,12 +115,6 @@ func TestRefusedConnectionSaysWhatToCheck(t *testing.T) {
 	require.NotContains(t, err.Error(), "dial tcp")
 }
 
-// refusedAddr returns a loopback address where nothing listens: connections to it are
-// refused.
-func refusedAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
+// refusedAddr returns a loopback address where nothing listens while the test runs:
+// connections to it are refused (porttest.Refused).
+func refusedAddr(t *testing.T) string { return porttest.Refused(t) }

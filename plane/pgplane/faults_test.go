@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/internal/porttest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -55,12 +56,8 @@ func TestOpenFaults(t *testing.T) {
 		}
 	})
 	t.Run("ConnectionRefused", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close() // nothing listens there now
 		bad := *u
-		bad.Host = fmt.Sprintf("127.0.0.1:%d", port)
+		bad.Host = porttest.Refused(t) // nothing listens there
 		_, err = Open(t.Context(), bad.String(), nil)
 		require.ErrorIs(t, err, ErrConnectionRefused)
 		require.ErrorIs(t, err, plane.ErrUnavailable)
