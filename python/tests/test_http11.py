@@ -797,6 +797,80 @@ def test_a_wait_from_a_signal_handler_in_the_middle_of_a_checkout_is_answered(st
         d.close()
 
 
+def test_a_call_from_a_signal_handler_while_the_client_loop_starts_is_answered(
+    stubs: list[_Stub], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The main thread's first call of a dispatch starts the client's loop (Portal.loop); a
+    # SIGUSR1 handler that calls the dispatch while that start is under way (here: as its
+    # loop is made) is answered, on a loop the handler starts, and the interrupted start then
+    # uses that loop and ends its own: one loop thread is left. Before, the start held a
+    # lock across its waits (the thread's start, the loop's readiness), and the handler's
+    # call waited for it forever (here a watchdog's SIGUSR2 after 10 s ends it with Hung).
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        w.write(_answer({"id": head.split(b" ")[1].split(b"/")[3].decode(), "state": "queued"}))
+        return True
+
+    s, d = _dispatch(stubs, handler)
+    q = SyncQueue("q", dispatch=d)
+    got: dict[str, object] = {}
+    ran = threading.Event()
+    finished = threading.Event()
+    outer, inner = new_ulid(), new_ulid()
+
+    class Hung(Exception):
+        pass
+
+    def on_usr1(_signum: int, _frame: object) -> None:
+        try:
+            got["nested"] = q.get(inner)
+        finally:
+            ran.set()
+
+    def on_usr2(_signum: int, _frame: object) -> None:
+        raise Hung("the handler's call waited for the loop's start it interrupted")
+
+    main = threading.main_thread().ident
+    assert main is not None and threading.get_ident() == main, "signal handlers run on the main thread"
+    made = asyncio.new_event_loop
+    fired: list[bool] = []
+
+    def new_event_loop() -> asyncio.AbstractEventLoop:
+        loop = made()
+        if not fired:
+            fired.append(True)
+            signal.pthread_kill(main, signal.SIGUSR1)
+            while not ran.is_set():  # the handler runs at this loop's next turn
+                pass
+        return loop
+
+    def watchdog() -> None:
+        if not finished.wait(10):
+            signal.pthread_kill(main, signal.SIGUSR2)
+
+    def loop_threads() -> int:
+        return sum(t.name == d._portal._name for t in threading.enumerate())
+
+    before = loop_threads()
+    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
+    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
+    monkeypatch.setattr(asyncio, "new_event_loop", new_event_loop)
+    try:
+        assert d._portal._loop is None
+        threading.Thread(target=watchdog, daemon=True).start()
+        answer = q.get(outer)
+        finished.set()
+        assert ran.is_set() and answer.id == outer
+        nested = got["nested"]
+        assert isinstance(nested, lakeshore.Invocation) and nested.id == inner, got
+        _wait_until(lambda: loop_threads() == before + 1, "the interrupted start's own loop to end")
+        assert q.get(outer).id == outer  # the dispatch goes on, on the one loop
+    finally:
+        finished.set()
+        signal.signal(signal.SIGUSR1, old_usr1)
+        signal.signal(signal.SIGUSR2, old_usr2)
+        d.close()
+
+
 def test_refused_connections_are_unavailable() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
