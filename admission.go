@@ -52,14 +52,15 @@ const (
 // applies to every later submit from any process. Errors: *InvalidError naming the bad
 // field.
 func (q *Queue) SetAdmission(ctx context.Context, a Admission) error {
-	return q.d.drv.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: q.opts.Namespace, Queue: q.name, Admission: a})
+	_, err := q.d.drv.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: q.opts.Namespace, Queue: q.name, Admission: a})
+	return err
 }
 
 // updateAdmissionTries bounds UpdateAdmission's reads and conditional writes.
 const updateAdmissionTries = 10
 
 // UpdateAdmission changes the queue's admission block with change and returns the block
-// written (read back, defaults filled in: a burst that follows the rate shows the new
+// written (as stored, defaults filled in: a burst that follows the rate shows the new
 // rate's), without losing a concurrent change: it reads the block, calls change on a copy
 // (a zero block when the queue has none), and writes the result only if the stored block is
 // still the one it read (a conditional set, plane.AdmissionParams.IfMatch); when another
@@ -84,14 +85,12 @@ func (q *Queue) UpdateAdmission(ctx context.Context, change func(a *Admission) e
 		if err := change(&a); err != nil {
 			return nil, err
 		}
-		err = q.d.drv.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: q.opts.Namespace, Queue: q.name,
+		stored, err := q.d.drv.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: q.opts.Namespace, Queue: q.name,
 			Admission: a, IfMatch: plane.AdmissionTag(current)})
 		if !errors.Is(err, plane.ErrChanged) {
-			if err != nil {
-				return nil, err
-			}
-			// The block as stored: a burst that follows the rate moved with it.
-			return q.Admission(ctx)
+			// The block as stored (a burst that follows the rate moved with it): this
+			// set's own, never a racing set's.
+			return stored, err
 		}
 	}
 	return nil, fmt.Errorf("update admission of queue %s/%s: %w (another writer's at each of %d tries)", q.opts.Namespace, q.name, plane.ErrChanged, updateAdmissionTries)

@@ -107,9 +107,12 @@ type Driver interface {
 	// Errors: ErrNotFound (unknown invocation; a topic that does not exist yet is empty).
 	FrameRead(ctx context.Context, params *FrameReadParams) (*FrameReadResult, error)
 
-	// QueueAdmissionSet stores the admission block of a queue, replacing any earlier one.
-	// Errors: *InvalidError.
-	QueueAdmissionSet(ctx context.Context, params *AdmissionParams) error
+	// QueueAdmissionSet stores the admission block of a queue, replacing any earlier one,
+	// and returns the block as stored, as QueueAdmissionGet would read it right after
+	// (defaults filled in: a burst that follows the rate; a null per-key override left
+	// out): the set's own block, never one a racing set wrote.
+	// Errors: *InvalidError; ErrChanged (a conditional set, IfMatch).
+	QueueAdmissionSet(ctx context.Context, params *AdmissionParams) (*Admission, error)
 
 	// QueueAdmissionGet returns the admission block of a queue, or nil when it has none.
 	QueueAdmissionGet(ctx context.Context, namespace, queue string) (*Admission, error)

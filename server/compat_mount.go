@@ -25,6 +25,7 @@ func (s *Server) mountCompat() {
 		WriteError: s.writeError,
 		ReadBody:   s.readRaw,
 		Done:       s.stopCtx.Done(),
+		Now:        s.cfg.Now, // the plane's clock: remembered leases end on it
 		LongPoll: func(r *http.Request, p compat.Principal, wait time.Duration) (context.Context, time.Duration, func(), error) {
 			return s.longPoll(r, p.(compatPrincipal).p, wait)
 		},

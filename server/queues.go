@@ -202,15 +202,11 @@ func (s *Server) handleAdmissionSet(w http.ResponseWriter, r *http.Request, p *p
 	if err != nil {
 		return err
 	}
-	err = s.drv.QueueAdmissionSet(r.Context(), &plane.AdmissionParams{Namespace: ns, Queue: q, Admission: *a, IfMatch: ifMatch})
-	unlock()
-	if err != nil {
-		return err
-	}
 	// The block as the plane stored it, as GET shows it: defaults filled in (a burst that
-	// follows the rate, plane.Admission.Burst), a null per-key override left out. Read back
-	// after the set, so a set racing this one may show here instead.
-	stored, err := s.drv.QueueAdmissionGet(r.Context(), ns, q)
+	// follows the rate, plane.Admission.Burst), a null per-key override left out; this
+	// set's own, never a racing set's.
+	stored, err := s.drv.QueueAdmissionSet(r.Context(), &plane.AdmissionParams{Namespace: ns, Queue: q, Admission: *a, IfMatch: ifMatch})
+	unlock()
 	if err != nil {
 		return err
 	}

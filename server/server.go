@@ -146,7 +146,8 @@ type Config struct {
 	// every slot of MaxLongPolls. Defaults to a quarter of MaxLongPolls (at least 1).
 	MaxLongPollsPerTenant int
 
-	// Now is the clock of token expiry: a token's ExpiresAt is stamped and checked on it.
+	// Now is the clock of token expiry: a token's ExpiresAt is stamped and checked on it;
+	// the compatibility routes (server/compat) forget the leases they remember on it too.
 	// Defaults to the plane's clock (plane.ClockOf(drv): the SQLite plane's Config.Now, the
 	// PostgreSQL plane's database clock), so that every server over one plane, on machines
 	// whose clocks disagree, ends a token at the same instant, and a token stamped by the

@@ -343,7 +343,8 @@ func TestAdmissionNullKeyOverride(t *testing.T) {
 		"json":    func() *response { return b.do(t, "PUT", Q+"/admission", api.ContentTypeJSON, js, "") },
 		"msgpack": func() *response { return b.do(t, "PUT", Q+"/admission", api.ContentTypeMsgpack, mp, "") },
 	} {
-		require.NoError(t, b.back.QueueAdmissionSet(t.Context(), &plane.AdmissionParams{Namespace: "default", Queue: "jobs"}))
+		_, err := b.back.QueueAdmissionSet(t.Context(), &plane.AdmissionParams{Namespace: "default", Queue: "jobs"})
+		require.NoError(t, err)
 		r := send()
 		require.Equal(t, 200, r.status, "%s: %s", name, r.body)
 		require.NotContains(t, string(r.body), `"a"`, "%s: the answer leaves the key out", name)

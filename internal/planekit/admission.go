@@ -75,12 +75,22 @@ func ScanAdmission(s Scanner) (*Admission, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read admission: %w", err)
 	}
-	if err := DecodeConcurrency(concurrency, &a.Admission); err != nil {
+	if a.Follows, err = fromColumns(&a.Admission, onFull, cutoffMS, concurrency); err != nil {
 		return nil, err
 	}
-	a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
-	a.Follows = readAdmission(&a.Admission)
 	return &a, nil
+}
+
+// fromColumns completes a block whose numeric columns a holds with its other columns as
+// stored (on_full, the cutoff in milliseconds, the encoded concurrency limits), defaults
+// filled in: the block every read of the row sees (ScanAdmission), and the one a set
+// returns (Verbs.QueueAdmissionSet).
+func fromColumns(a *plane.Admission, onFull string, cutoffMS int64, concurrency []byte) (BurstsFollow, error) {
+	if err := DecodeConcurrency(concurrency, a); err != nil {
+		return BurstsFollow{}, err
+	}
+	a.OnFull, a.DeadlineCutoff = plane.OnFull(onFull), time.Duration(cutoffMS)*time.Millisecond
+	return readAdmission(a), nil
 }
 
 // Admit applies a's limits (plane's admission policy) to n new invocations of the queue

@@ -8,15 +8,17 @@ import (
 )
 
 // QueueAdmissionSet implements plane.Driver. Setting a block refills its token bucket and
-// replaces the queue's concurrency limits (admissionChanged).
-func (v Verbs) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) error {
+// replaces the queue's concurrency limits (admissionChanged). The block returned is the
+// row as written, completed as a read completes it (fromColumns).
+func (v Verbs) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) (*plane.Admission, error) {
 	if err := ValidateQueue(p.Namespace, p.Queue); err != nil {
-		return err
+		return nil, err
 	}
 	if err := p.Admission.Validate(); err != nil {
-		return err
+		return nil, err
 	}
-	return v.db.Write(ctx, func(t Tx) error {
+	var written *plane.Admission
+	err := v.db.Write(ctx, func(t Tx) error {
 		// The stored block, as a submit reads it (PostgreSQL locks its row to the commit): for
 		// a conditional set, and for a burst that follows the rate (StoredBlock).
 		stored, err := t.Admission(p.Namespace, p.Queue)
@@ -34,12 +36,22 @@ func (v Verbs) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) 
 		}
 		block := StoredBlock(p.Admission, stored)
 		a := block.WithDefaults()
+		concurrency := EncodeConcurrency(block)
 		if _, err := t.Exec(v.st.AdmissionSet, p.Namespace, p.Queue, a.MaxDepth, string(a.OnFull), a.RateLimit, block.Burst,
-			a.DeadlineCutoff.Milliseconds(), t.Now().UnixMilli(), float64(a.Burst), EncodeConcurrency(block)); err != nil {
+			a.DeadlineCutoff.Milliseconds(), t.Now().UnixMilli(), float64(a.Burst), concurrency); err != nil {
 			return fmt.Errorf("set admission: %w", err)
 		}
+		row := plane.Admission{MaxDepth: a.MaxDepth, RateLimit: a.RateLimit, Burst: block.Burst}
+		if _, err := fromColumns(&row, string(a.OnFull), a.DeadlineCutoff.Milliseconds(), concurrency); err != nil {
+			return err
+		}
+		written = &row
 		return admissionChanged(t, v.st, p.Namespace, p.Queue, a.KeyLimits())
 	})
+	if err != nil {
+		return nil, err
+	}
+	return written, nil
 }
 
 // QueueAdmissionGet implements plane.Driver: nil when the queue has no block.

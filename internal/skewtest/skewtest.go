@@ -26,16 +26,25 @@ type Server struct {
 	Plane plane.Driver
 	// Down, while set, makes the server answer every request 503.
 	Down atomic.Bool
+
+	shift atomic.Int64 // what Shift added to the plane's clock, in nanoseconds
 }
 
+// Shift moves the plane's clock on by d (a lease ends, a deadline passes, without the
+// test waiting for it); this machine's clock is left as it is.
+func (s *Server) Shift(d time.Duration) { s.shift.Add(int64(d)) }
+
 // Start starts a server over a ":memory:" SQLite plane whose clock is time.Now plus skew
-// (a client on this machine is off from the plane's clock by -skew), logging to logger.
-// Everything is closed by t.Cleanup.
+// (a client on this machine is off from the plane's clock by -skew) plus what Shift added,
+// logging to logger. Everything is closed by t.Cleanup.
 func Start(t *testing.T, skew time.Duration, logger *slog.Logger) *Server {
 	t.Helper()
-	back, err := sqliteplane.Open(t.Context(), ":memory:", &sqliteplane.Config{Now: func() time.Time { return time.Now().Add(skew) }})
+	s := &Server{}
+	back, err := sqliteplane.Open(t.Context(), ":memory:", &sqliteplane.Config{Now: func() time.Time {
+		return time.Now().Add(skew + time.Duration(s.shift.Load()))
+	}})
 	require.NoError(t, err)
-	s := &Server{Plane: back}
+	s.Plane = back
 	srv := server.New(back, &server.Config{Logger: logger})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.Down.Load() {

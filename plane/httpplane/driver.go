@@ -477,12 +477,16 @@ func (d *Driver) FrameRead(ctx context.Context, params *plane.FrameReadParams) (
 }
 
 // QueueAdmissionSet implements plane.Driver.
-func (d *Driver) QueueAdmissionSet(ctx context.Context, params *plane.AdmissionParams) error {
+func (d *Driver) QueueAdmissionSet(ctx context.Context, params *plane.AdmissionParams) (*plane.Admission, error) {
 	if err := params.Admission.Validate(); err != nil {
-		return err
+		return nil, err
 	}
-	return d.do(ctx, &call{method: "PUT", path: queuePath(params.Namespace, params.Queue) + "/admission",
-		body: api.NewAdmission(&params.Admission), out: &api.AdmissionResponse{}, safe: true, ifMatch: params.IfMatch})
+	var out api.AdmissionResponse
+	if err := d.do(ctx, &call{method: "PUT", path: queuePath(params.Namespace, params.Queue) + "/admission",
+		body: api.NewAdmission(&params.Admission), out: &out, safe: true, ifMatch: params.IfMatch}); err != nil {
+		return nil, err
+	}
+	return out.Admission.Plane(), nil
 }
 
 // QueueAdmissionGet implements plane.Driver.

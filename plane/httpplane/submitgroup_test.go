@@ -26,8 +26,9 @@ import (
 func TestSubmitsCoalesce(t *testing.T) {
 	t.Parallel()
 	drv, ts, back := testServer(t, planetest.Options{}, nil, nil)
-	require.NoError(t, back.QueueAdmissionSet(t.Context(), &plane.AdmissionParams{Namespace: "default", Queue: "q",
-		Admission: plane.Admission{MaxDepth: 10, OnFull: plane.OnFullReject}}))
+	_, err := back.QueueAdmissionSet(t.Context(), &plane.AdmissionParams{Namespace: "default", Queue: "q",
+		Admission: plane.Admission{MaxDepth: 10, OnFull: plane.OnFullReject}})
+	require.NoError(t, err)
 	const callers = 64
 	// Count the submit requests; hold the first one until the other callers queued up
 	// (queued: every caller is in the held request, which may carry several, or waits

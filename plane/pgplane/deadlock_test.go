@@ -105,8 +105,9 @@ func TestKeptKeyRowsUnderConcurrency(t *testing.T) {
 	url := pgtest.Database(t)
 	conn, planes, before := deadlockPlanes(t, url, 2, 5*time.Millisecond)
 	ctx := t.Context()
-	require.NoError(t, planes[0].QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
-		Admission: plane.Admission{ConcurrencyLimit: 2, KeyRateLimit: 500, KeyBurst: 2}}))
+	_, err := planes[0].QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
+		Admission: plane.Admission{ConcurrencyLimit: 2, KeyRateLimit: 500, KeyBurst: 2}})
+	require.NoError(t, err)
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
 	var submitted atomic.Int64
 	var wg sync.WaitGroup

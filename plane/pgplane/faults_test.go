@@ -368,7 +368,8 @@ func TestCallersContextEnd(t *testing.T) {
 			return err
 		},
 		"set admission": func(ctx context.Context) error {
-			return d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q", Admission: plane.Admission{MaxDepth: 5}})
+			_, err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q", Admission: plane.Admission{MaxDepth: 5}})
+			return err
 		},
 		"queue stats": func(ctx context.Context) error {
 			_, err := d.QueueStatsList(ctx, "default")
@@ -432,9 +433,10 @@ func TestSubmitDecidedPastCallersContext(t *testing.T) {
 		want     error // nil: submitted
 	}{{"full", 1, plane.ErrQueueFull}, {"room", 5, nil}} {
 		q := "q-" + c.name
-		require.NoError(t, d.QueueAdmissionSet(t.Context(), &plane.AdmissionParams{Namespace: "default", Queue: q,
-			Admission: plane.Admission{MaxDepth: c.maxDepth, OnFull: plane.OnFullBlock}}))
-		_, err := d.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: q,
+		_, err := d.QueueAdmissionSet(t.Context(), &plane.AdmissionParams{Namespace: "default", Queue: q,
+			Admission: plane.Admission{MaxDepth: c.maxDepth, OnFull: plane.OnFullBlock}})
+		require.NoError(t, err)
+		_, err = d.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: q,
 			Invocations: []plane.SubmitParams{{Payload: []byte{0xc0}}}})
 		require.NoError(t, err)
 		tx, err := admin.Begin(t.Context())

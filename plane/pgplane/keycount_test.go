@@ -26,8 +26,9 @@ func TestKeyCountersExact(t *testing.T) {
 	url := pgtest.Database(t)
 	d := open(t, url, &Config{MaintenanceInterval: time.Hour})
 	ctx := t.Context()
-	require.NoError(t, d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
-		Admission: plane.Admission{ConcurrencyLimit: 3}}))
+	_, err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
+		Admission: plane.Admission{ConcurrencyLimit: 3}})
+	require.NoError(t, err)
 	const keys, jobs = 12, 1200
 	var ids []string
 	batch := make([]plane.SubmitParams, 0, 100)
@@ -257,8 +258,9 @@ func TestDropSettledKeysHoldsNoSubmit(t *testing.T) {
 	clock.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	d := open(t, url, &Config{Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }, MaintenanceInterval: time.Hour})
 	ctx := t.Context()
-	require.NoError(t, d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
-		Admission: plane.Admission{KeyRateLimit: 1, KeyBurst: 1}}))
+	_, err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
+		Admission: plane.Admission{KeyRateLimit: 1, KeyBurst: 1}})
+	require.NoError(t, err)
 	for _, key := range []string{"k0", "k1"} {
 		j := submitOne(t, d, plane.SubmitParams{ConcurrencyKey: key})
 		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q"})

@@ -34,10 +34,12 @@ func TestKeyCountersExactClaimPaths(t *testing.T) {
 	}
 	ctx := t.Context()
 	queues := []string{"q", "r"}
-	require.NoError(t, planes[0].QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
-		Admission: plane.Admission{ConcurrencyLimit: 2, ConcurrencyLimits: map[string]int64{"k1": 1}}}))
-	require.NoError(t, planes[0].QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "r",
-		Admission: plane.Admission{ConcurrencyLimit: 3, KeyRateLimit: 2000, KeyBurst: 2}}))
+	_, err := planes[0].QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
+		Admission: plane.Admission{ConcurrencyLimit: 2, ConcurrencyLimits: map[string]int64{"k1": 1}}})
+	require.NoError(t, err)
+	_, err = planes[0].QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "r",
+		Admission: plane.Admission{ConcurrencyLimit: 3, KeyRateLimit: 2000, KeyBurst: 2}})
+	require.NoError(t, err)
 	kinds := []plane.Kind{plane.KindFIFO, plane.KindFILO, plane.KindPriority, plane.KindBoltzmann}
 	submit := func(d *Driver, rng *rand.Rand, queue string, n int) {
 		batch := make([]plane.SubmitParams, n)
@@ -87,8 +89,9 @@ func TestKeyCountersExactClaimPaths(t *testing.T) {
 		defer wg.Done()
 		for round := 0; round < 10; round++ {
 			limit := int64(1 + round%3)
-			require.NoError(t, planes[1].QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
-				Admission: plane.Admission{ConcurrencyLimit: limit, ConcurrencyLimits: map[string]int64{"k1": 1}}}))
+			_, err := planes[1].QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
+				Admission: plane.Admission{ConcurrencyLimit: limit, ConcurrencyLimits: map[string]int64{"k1": 1}}})
+			require.NoError(t, err)
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()

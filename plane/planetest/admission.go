@@ -20,7 +20,8 @@ func testAdmission(t *testing.T, s *suite) {
 		t.Parallel()
 		b := s.setup(t, config{})
 		set := func(a plane.Admission, ifMatch string) error {
-			return b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a, IfMatch: ifMatch})
+			_, err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a, IfMatch: ifMatch})
+			return err
 		}
 		read := func() *plane.Admission {
 			a, err := b.drv.QueueAdmissionGet(b.ctx, b.ns, b.q)
@@ -58,7 +59,7 @@ func testAdmission(t *testing.T, s *suite) {
 		require.Len(t, stats, 1, "a queue with a block and no invocations is listed")
 		require.Equal(t, a, stats[0].Admission)
 		for _, bad := range []plane.Admission{{MaxDepth: -1}, {OnFull: "drop"}, {RateLimit: -1}, {Burst: -2}, {DeadlineCutoff: -time.Second}} {
-			err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: bad})
+			_, err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: bad})
 			requireIs(t, err, plane.ErrInvalid, "admission %+v", bad)
 		}
 		again, err := b.drv.QueueAdmissionGet(b.ctx, b.ns, b.q)
@@ -268,8 +269,13 @@ func testAdmission(t *testing.T, s *suite) {
 	})
 }
 
+// setAdmission sets a as the queue's block and checks that the set returns the block as
+// stored, the one a read right after it sees.
 func (b *bundle) setAdmission(t *testing.T, a plane.Admission) {
 	t.Helper()
-	err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a})
+	written, err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a})
 	must(t, err, "set admission")
+	read, err := b.drv.QueueAdmissionGet(b.ctx, b.ns, b.q)
+	must(t, err, "get admission")
+	require.Equal(t, read, written, "the set returns the block as stored")
 }

@@ -17,7 +17,7 @@ import (
 // job succeeded.
 func Burndown64(b *testing.B, d plane.Driver, keys int, limit int64, started func()) {
 	if keys > 0 {
-		if err := d.QueueAdmissionSet(b.Context(), &plane.AdmissionParams{Namespace: "default", Queue: "q",
+		if _, err := d.QueueAdmissionSet(b.Context(), &plane.AdmissionParams{Namespace: "default", Queue: "q",
 			Admission: plane.Admission{ConcurrencyLimit: limit}}); err != nil {
 			b.Fatal(err)
 		}

@@ -16,7 +16,8 @@ import (
 // queue.
 func (b *bundle) setKeys(t *testing.T, a plane.Admission) {
 	t.Helper()
-	must(t, b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a}), "set admission")
+	_, err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a})
+	must(t, err, "set admission")
 }
 
 // keyStats returns the concurrency keys of the subtest's queue (QueueStatsList), by key.
@@ -564,7 +565,7 @@ func testConcurrency(t *testing.T, s *suite) {
 			"zero key burst":    {KeyRateLimit: 1, KeyBursts: map[string]int64{"k": 0}},
 			"bad rate key":      {KeyRateLimits: map[string]float64{"a\x00b": 1}},
 		} {
-			err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a})
+			_, err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: a})
 			requireIs(t, err, plane.ErrInvalid, what)
 		}
 	})

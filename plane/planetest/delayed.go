@@ -186,7 +186,7 @@ func testDelayed(t *testing.T, s *suite) {
 	t.Run("DelayedCountsAgainstMaxDepth", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})
-		err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: plane.Admission{MaxDepth: 1}})
+		_, err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q, Admission: plane.Admission{MaxDepth: 1}})
 		must(t, err, "set admission")
 		b.submitOne(t, plane.SubmitParams{Delay: time.Hour})
 		_, err = b.drv.InvocationSubmitMany(b.ctx, &plane.SubmitManyParams{Namespace: b.ns, Queue: b.q, Invocations: []plane.SubmitParams{{}}})

@@ -1039,8 +1039,8 @@ func (d *refDriver) Close() error {
 // Admission, workers, tokens and schedules are beyond what refDriver checks: the suite
 // skips them.
 
-func (d *refDriver) QueueAdmissionSet(context.Context, *plane.AdmissionParams) error {
-	return plane.ErrNotImplemented
+func (d *refDriver) QueueAdmissionSet(context.Context, *plane.AdmissionParams) (*plane.Admission, error) {
+	return nil, plane.ErrNotImplemented
 }
 
 func (d *refDriver) QueueAdmissionGet(context.Context, string, string) (*plane.Admission, error) {

@@ -140,8 +140,9 @@ func testSchedules(t *testing.T, s *suite) {
 		// and the schedule moves to its next tick; the ticks that fit fire.
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})
-		must(t, b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q,
-			Admission: plane.Admission{MaxDepth: 2, OnFull: plane.OnFullBlock}}), "set admission")
+		_, err := b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q,
+			Admission: plane.Admission{MaxDepth: 2, OnFull: plane.OnFullBlock}})
+		must(t, err, "set admission")
 		b.submitOne(t, plane.SubmitParams{})
 		b.submitOne(t, plane.SubmitParams{})
 		set(t, b, plane.Schedule{Name: "full", Every: time.Minute})
@@ -168,7 +169,7 @@ func testSchedules(t *testing.T, s *suite) {
 		set(t, b, plane.Schedule{Name: "full", Every: time.Minute})
 		require.Zero(t, get(t, b, "full").Skipped)
 		require.True(t, get(t, b, "full").LastSkip.IsZero())
-		_, err := b.drv.ScheduleDelete(b.ctx, b.ns, "full")
+		_, err = b.drv.ScheduleDelete(b.ctx, b.ns, "full")
 		must(t, err, "delete")
 
 		// Catching up all missed ticks fires those that fit, oldest first, and skips the rest.
@@ -312,8 +313,9 @@ func testSchedules(t *testing.T, s *suite) {
 		require.False(t, moved.Paused)
 
 		// The skip record stays through a declaration; a plain set starts it again.
-		must(t, b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q,
-			Admission: plane.Admission{MaxDepth: 1}}), "set admission")
+		_, err = b.drv.QueueAdmissionSet(b.ctx, &plane.AdmissionParams{Namespace: b.ns, Queue: b.q,
+			Admission: plane.Admission{MaxDepth: 1}})
+		must(t, err, "set admission")
 		declare(plane.Schedule{Name: "full", Every: time.Minute})
 		b.advance(time.Minute)
 		maintain(t, b)

@@ -47,7 +47,7 @@ func BenchmarkSubmit(b *testing.B) {
 // transaction; compare with BenchmarkSubmit (no block).
 func BenchmarkSubmitAdmission(b *testing.B) {
 	d := benchDriver(b)
-	if err := d.QueueAdmissionSet(context.Background(), &plane.AdmissionParams{Namespace: "default", Queue: "bench",
+	if _, err := d.QueueAdmissionSet(context.Background(), &plane.AdmissionParams{Namespace: "default", Queue: "bench",
 		Admission: plane.Admission{MaxDepth: 1 << 40, RateLimit: 1e9, Burst: 1 << 40}}); err != nil {
 		b.Fatal(err)
 	}
@@ -494,7 +494,7 @@ func blockedKeyDriver(b *testing.B, blocked int) *Driver {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "k",
+	if _, err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "k",
 		Admission: plane.Admission{ConcurrencyLimit: 1}}); err != nil {
 		b.Fatal(err)
 	}

@@ -459,8 +459,9 @@ func TestMaxDepthAcrossProcesses(t *testing.T) {
 	d, err := Open(ctx, path, nil)
 	require.NoError(t, err)
 	defer d.Close()
-	require.NoError(t, d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "depth",
-		Admission: plane.Admission{MaxDepth: 50}}))
+	_, err = d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "depth",
+		Admission: plane.Admission{MaxDepth: 50}})
+	require.NoError(t, err)
 	var cmds []*exec.Cmd
 	var outs []*bufio.Scanner
 	for range 2 {

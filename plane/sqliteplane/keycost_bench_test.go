@@ -193,7 +193,7 @@ func keyCostFile(b *testing.B, n int) string {
 		b.Fatal(err)
 	}
 	defer d.Close()
-	if err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "keyed",
+	if _, err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "keyed",
 		Admission: plane.Admission{ConcurrencyLimit: 4}}); err != nil {
 		b.Fatal(err)
 	}

@@ -228,7 +228,8 @@ func keyCountersRandomRun(t *testing.T, seed uint64) {
 				a.KeyRateLimit = 1
 			}
 			q := queues[r.IntN(2)]
-			require.NoError(t, d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: q, Admission: a}))
+			_, err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: q, Admission: a})
+			require.NoError(t, err)
 			log = append(log, fmt.Sprintf("admission %s %+v", q, a))
 		}
 		if drift := keyCounterDrift(t, d); drift != "" {
@@ -242,7 +243,8 @@ func keyCountersRandomRun(t *testing.T, seed uint64) {
 	}
 	// Liveness: with no limits, everything ends.
 	for _, q := range queues {
-		require.NoError(t, d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: q}))
+		_, err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: q})
+		require.NoError(t, err)
 	}
 	for _, j := range held {
 		_, err := d.InvocationSettleMany(ctx, []plane.SettleParams{{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded}})
@@ -431,8 +433,9 @@ func TestAlarmPromotesDelayedKeyedJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := openTemp(t, &Config{MaintenanceInterval: time.Hour})
-	require.NoError(t, d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q", Admission: plane.Admission{ConcurrencyLimit: 1}}))
-	_, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "q",
+	_, err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q", Admission: plane.Admission{ConcurrencyLimit: 1}})
+	require.NoError(t, err)
+	_, err = d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "q",
 		Invocations: []plane.SubmitParams{{ConcurrencyKey: "other"}, {ConcurrencyKey: "other"}}})
 	require.NoError(t, err)
 	jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 2})
@@ -461,7 +464,8 @@ func TestKeyBucketOfAnEmptiedKey(t *testing.T) {
 	ctx := context.Background()
 	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	d := openTemp(t, &Config{Now: clock.Now, MaintenanceInterval: time.Hour})
-	require.NoError(t, d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q", Admission: plane.Admission{KeyRateLimit: 1, KeyBurst: 1}}))
+	_, err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q", Admission: plane.Admission{KeyRateLimit: 1, KeyBurst: 1}})
+	require.NoError(t, err)
 	started := 0
 	for range 5 {
 		_, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "q",

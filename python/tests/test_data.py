@@ -1161,6 +1161,39 @@ def test_writer_shares_the_queues_buffer(d: HttpDispatch, qname: str) -> None:
     run(main())
 
 
+def test_persisting_s_queuewriter_and_queuereader_names_are_ours(d: HttpDispatch, qname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """persisting 0.3.0 exports ``QueueWriter`` and ``QueueReader`` from its top level (in
+    its ``__all__``, as ``Queue.writer()``'s and ``Queue.reader()``'s types, made as
+    ``QueueWriter(q)`` and ``QueueReader(q)``): ours are the same classes, ``Writer`` and
+    ``Reader``, under those names too, so a program's imports, annotations and isinstance
+    checks carry over (fails on the old code: ImportError)."""
+    import lakeshore.data as data
+    from lakeshore.data import QueueReader, QueueWriter
+
+    assert QueueWriter is data.Writer and QueueReader is data.Reader
+    assert {"QueueWriter", "QueueReader"} <= set(data.__all__)
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d, batch_size=100, auto_flush_interval_sec=0)
+        w = QueueWriter(q)
+        assert isinstance(q.writer(), QueueWriter) and w.queue is q
+        await w.put({"i": 0})
+        await w.flush()
+        r = QueueReader(q)  # persisting's constructor: the queue alone, rank as q.reader()'s
+        assert isinstance(q.reader(), QueueReader) and (r.queue, r.rank, r.world_size) == (q, 0, 1)
+        assert [x["i"] for x in await r.get(limit=10)] == [0]
+        monkeypatch.setenv("RANK", "1")
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        assert (QueueReader(q).rank, QueueReader(q).world_size) == (1, 2)
+        assert (QueueReader(q, 0, 3).rank, QueueReader(q, 0, 3).world_size) == (0, 3)
+        with pytest.raises(InvalidError):
+            QueueReader(q, 2, 2)
+
+    run(main())
+
+
 def test_stream_from_an_offset_leaves_the_cursor(d: HttpDispatch, qname: str) -> None:
     """persisting's ``stream(limit, offset, wait, timeout)``, positionally too: from the
     offset, this object's cursor untouched; a negative offset is InvalidError naming it.

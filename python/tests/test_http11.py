@@ -12,7 +12,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 
 import httpx
 import msgpack
@@ -688,6 +688,186 @@ def test_a_submit_from_a_signal_handler_during_a_submit_raises_at_once(stubs: li
         signal.signal(signal.SIGUSR1, old_usr1)
         signal.signal(signal.SIGUSR2, old_usr2)
         release.set()
+        d.close()
+
+
+class _SignalOnPop:
+    """Stands in for a BlockingPool's idle connections: the first ``pop`` takes one, then
+    sends ``signum`` to the main thread (the caller's own) and returns only once its
+    handler ran, so the handler runs in the middle of the pool's checkout (in the old
+    pool, under its lock)."""
+
+    def __init__(self, idle: Iterable[object], signum: int, ran: threading.Event) -> None:
+        self.idle = list(idle)
+        self.signum = signum
+        self.ran = ran
+        self.fired = False
+
+    def pop(self) -> object:
+        conn = self.idle.pop()
+        if not self.fired:
+            self.fired = True
+            main = threading.main_thread().ident
+            assert main is not None
+            signal.pthread_kill(main, self.signum)
+            while not self.ran.is_set():  # the handler runs at this loop's next turn
+                pass
+        return conn
+
+    def append(self, conn: object) -> None:
+        self.idle.append(conn)
+
+    def clear(self) -> None:
+        self.idle.clear()
+
+    def __len__(self) -> int:
+        return len(self.idle)
+
+    def __iter__(self) -> Iterator[object]:
+        return iter(self.idle)
+
+
+@pytest.mark.parametrize("verb", ["wait", "result"])
+def test_a_wait_from_a_signal_handler_in_the_middle_of_a_checkout_is_answered(stubs: list[_Stub], verb: str) -> None:
+    # A SIGUSR1 handler (user code: a SIGTERM handler that waits for a last result) calls
+    # SyncQueue.wait/result while the main thread's own blocking wait is taking a
+    # connection from the shared blocking connections. The handler's call is answered on
+    # a connection of its own, and then the interrupted wait is. Before, the pool's
+    # checkout held a lock, and the handler's call waited for it forever (here a
+    # watchdog's SIGUSR2 after 10 s ends the wait with Hung).
+    def done(inv_id: str) -> bytes:
+        return _answer({"done": True, "invocation": {"id": inv_id, "state": "succeeded", "result": msgpack.packb(inv_id)}})
+
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        w.write(done(head.split(b"/")[3].decode()))
+        return True
+
+    s, d = _dispatch(stubs, handler)
+    q = SyncQueue("q", dispatch=d)
+    call = q.wait if verb == "wait" else q.result
+    got: dict[str, object] = {}
+    ran = threading.Event()
+    finished = threading.Event()
+
+    class Hung(Exception):
+        pass
+
+    def on_usr1(_signum: int, _frame: object) -> None:
+        try:
+            got["nested"] = call(inner, timeout=30)
+        finally:
+            ran.set()
+
+    def on_usr2(_signum: int, _frame: object) -> None:
+        raise Hung("the handler's call waited for the checkout it interrupted")
+
+    main = threading.main_thread().ident
+    assert main is not None and threading.get_ident() == main, "signal handlers run on the main thread"
+
+    def watchdog() -> None:
+        if not finished.wait(10):
+            signal.pthread_kill(main, signal.SIGUSR2)
+
+    outer, inner = new_ulid(), new_ulid()
+    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
+    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
+    try:
+        first = new_ulid()
+        assert q.wait(first, timeout=30).id == first  # leaves one idle blocking connection
+        pool = d._transport._servers[0].blocking_pool()
+        assert pool is not None and len(pool._idle) == 1
+        pool._idle = _SignalOnPop(pool._idle, signal.SIGUSR1, ran)  # type: ignore[assignment]
+        threading.Thread(target=watchdog, daemon=True).start()
+        answer = call(outer, timeout=30)
+        finished.set()
+        assert ran.is_set()
+        if verb == "wait":
+            assert isinstance(answer, lakeshore.Invocation) and answer.id == outer
+            assert isinstance(got["nested"], lakeshore.Invocation) and got["nested"].id == inner, got
+        else:
+            assert (answer, got["nested"]) == (outer, inner), got
+        # The handler's request went while the interrupted wait was taking its connection.
+        assert [r.split(b"/")[3].decode() for r in s.requests] == [first, inner, outer], s.requests
+        assert s.connections == 2, "the handler's call went on a connection of its own"
+        assert q.wait(first, timeout=30).id == first  # the connections go on serving
+    finally:
+        finished.set()
+        signal.signal(signal.SIGUSR1, old_usr1)
+        signal.signal(signal.SIGUSR2, old_usr2)
+        d.close()
+
+
+def test_a_call_from_a_signal_handler_while_the_client_loop_starts_is_answered(
+    stubs: list[_Stub], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The main thread's first call of a dispatch starts the client's loop (Portal.loop); a
+    # SIGUSR1 handler that calls the dispatch while that start is under way (here: as its
+    # loop is made) is answered, on a loop the handler starts, and the interrupted start then
+    # uses that loop and ends its own: one loop thread is left. Before, the start held a
+    # lock across its waits (the thread's start, the loop's readiness), and the handler's
+    # call waited for it forever (here a watchdog's SIGUSR2 after 10 s ends it with Hung).
+    async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
+        w.write(_answer({"id": head.split(b" ")[1].split(b"/")[3].decode(), "state": "queued"}))
+        return True
+
+    s, d = _dispatch(stubs, handler)
+    q = SyncQueue("q", dispatch=d)
+    got: dict[str, object] = {}
+    ran = threading.Event()
+    finished = threading.Event()
+    outer, inner = new_ulid(), new_ulid()
+
+    class Hung(Exception):
+        pass
+
+    def on_usr1(_signum: int, _frame: object) -> None:
+        try:
+            got["nested"] = q.get(inner)
+        finally:
+            ran.set()
+
+    def on_usr2(_signum: int, _frame: object) -> None:
+        raise Hung("the handler's call waited for the loop's start it interrupted")
+
+    main = threading.main_thread().ident
+    assert main is not None and threading.get_ident() == main, "signal handlers run on the main thread"
+    made = asyncio.new_event_loop
+    fired: list[bool] = []
+
+    def new_event_loop() -> asyncio.AbstractEventLoop:
+        loop = made()
+        if not fired:
+            fired.append(True)
+            signal.pthread_kill(main, signal.SIGUSR1)
+            while not ran.is_set():  # the handler runs at this loop's next turn
+                pass
+        return loop
+
+    def watchdog() -> None:
+        if not finished.wait(10):
+            signal.pthread_kill(main, signal.SIGUSR2)
+
+    def loop_threads() -> int:
+        return sum(t.name == d._portal._name for t in threading.enumerate())
+
+    before = loop_threads()
+    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
+    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
+    monkeypatch.setattr(asyncio, "new_event_loop", new_event_loop)
+    try:
+        assert d._portal._loop is None
+        threading.Thread(target=watchdog, daemon=True).start()
+        answer = q.get(outer)
+        finished.set()
+        assert ran.is_set() and answer.id == outer
+        nested = got["nested"]
+        assert isinstance(nested, lakeshore.Invocation) and nested.id == inner, got
+        _wait_until(lambda: loop_threads() == before + 1, "the interrupted start's own loop to end")
+        assert q.get(outer).id == outer  # the dispatch goes on, on the one loop
+    finally:
+        finished.set()
+        signal.signal(signal.SIGUSR1, old_usr1)
+        signal.signal(signal.SIGUSR2, old_usr2)
         d.close()
 
 

@@ -310,9 +310,45 @@ def test_once_with_max_jobs_1_and_exit_when_idle(dispatch: HttpDispatch, qname: 
     assert run_worker(SyncQueue(qname + "-empty", dispatch=dispatch), once=True, exit_when_idle=True, handle_signals=False) == 0
 
 
-def test_a_drain_stops_slots_waiting_on_the_max_jobs_budget(dispatch: HttpDispatch, qname: str) -> None:
+def test_a_drain_stops_slots_waiting_on_the_max_jobs_budget(
+    dispatch: HttpDispatch, qname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # An empty queue, max_jobs=2 at concurrency 4: two slots long-poll with the budget, the
-    # other two wait on it. A drain (stop=, as a first SIGTERM) ends them all at once.
+    # other two wait on it. A drain (stop=, as a first SIGTERM) ends them all: the worker
+    # returns without any claim being answered after the drain began, so it waited neither
+    # for the long-polls to end on their own (5 s each) nor for a budget that came back
+    # only when they did. The verdict is the order of events on the worker's loop, not a
+    # time (the test used to bound the drain by 5 s, which a drain that waited out a
+    # long-poll begun 0.5 s before it also met); the stop is set once the four slots are
+    # in place (it used to sleep 0.5 s).
+    from lakeshore import worker
+
+    events: list[str] = []
+    placed = threading.Event()
+    claim, spent, drain = worker._Worker._claim, worker._Worker._budget_spent, worker._Worker.drain
+
+    def note(event: str) -> None:
+        events.append(event)
+        if events.count("claim") >= 2 and events.count("budget wait") >= 2:
+            placed.set()
+
+    async def noted_claim(self: Any, core: Any, wait: float) -> Any:
+        note("claim")
+        job = await claim(self, core, wait)
+        note("answered")
+        return job
+
+    async def noted_spent(self: Any) -> bool:
+        note("budget wait")
+        return await spent(self)
+
+    def noted_drain(self: Any) -> None:
+        note("drain")
+        drain(self)
+
+    monkeypatch.setattr(worker._Worker, "_claim", noted_claim)
+    monkeypatch.setattr(worker._Worker, "_budget_spent", noted_spent)
+    monkeypatch.setattr(worker._Worker, "drain", noted_drain)
     stop = threading.Event()
     got: list[int] = []
     t = threading.Thread(
@@ -321,12 +357,13 @@ def test_a_drain_stops_slots_waiting_on_the_max_jobs_budget(dispatch: HttpDispat
         )
     )
     t.start()
-    time.sleep(0.5)
-    assert t.is_alive()
-    start = time.monotonic()
-    stop.set()
-    t.join(10)
+    try:
+        assert placed.wait(60), f"the slots never took their places: {events}"
+    finally:
+        stop.set()
+        t.join(60)  # a bound on a hang only: the verdict is the events' order
     assert not t.is_alive() and got == [0]
-    assert time.monotonic() - start < 5, "the slots waiting on the budget woke up"
+    after = events[events.index("drain") :]
+    assert "answered" not in after, f"the drain waited for a claim to be answered: {events}"
     q = SyncQueue(qname, dispatch=dispatch)
     assert q.count("queued") == 0 and q.count("running") == 0

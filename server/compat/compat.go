@@ -64,6 +64,11 @@ type Config struct {
 	Done <-chan struct{}
 	// LeaseTTL is the lease of a claimed job; 0 means LeaseTTLDefault.
 	LeaseTTL time.Duration
+	// Now is the plane's clock, the one its leases end on: a lease a replica remembers is
+	// forgotten an hour after its end on this clock, never on the server machine's, which
+	// may be off from the plane's by any amount. nil: plane.ClockOf(Driver). The server
+	// passes its Config.Now.
+	Now func() time.Time
 	// LongPoll admits a request that waits (a poll, an await, a stream) under the server's
 	// bounds of long-polls open at once, in all and per tenant, as the server's own
 	// long-polls: it returns the context of the wait (ended when the server stops, too),
@@ -75,10 +80,14 @@ type Config struct {
 
 // Routes returns the compatibility routes, pattern → handler, for an http.ServeMux.
 func Routes(cfg *Config) map[string]http.HandlerFunc {
-	h := &handlers{cfg: *cfg, leases: newLeases()}
+	h := &handlers{cfg: *cfg}
 	if h.cfg.LeaseTTL <= 0 {
 		h.cfg.LeaseTTL = LeaseTTLDefault
 	}
+	if h.cfg.Now == nil {
+		h.cfg.Now = plane.ClockOf(h.cfg.Driver)
+	}
+	h.leases = newLeases(h.cfg.Now)
 	p := "/v1/namespaces/{namespace}/producer"
 	return map[string]http.HandlerFunc{
 		"POST " + p + "/submit":                        h.wrap(h.submit),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/internal/skewtest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/pgplane"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
@@ -130,6 +132,44 @@ func TestLeaseExtendedByPollAndPost(t *testing.T) {
 	inv, err = drv.InvocationGet(t.Context(), silent)
 	require.NoError(t, err)
 	require.Equal(t, plane.StateQueued, inv.State)
+}
+
+// TestRememberedLeasesAreForgottenOnThePlanesClock: a replica forgets a lease it remembers
+// (to extend it on its worker's next poll) an hour after the lease's end on the plane's
+// clock, the one the lease was stamped on, not on the server machine's. Here the plane's
+// clock is 2 h behind the machine's: the worker claims two jobs and keeps polling, and both
+// are still held 8 minutes (plane time) later, past the 5-minute lease, so the first one's
+// ack succeeds. Before, the second claim's lease record forgot the first lease at once (the
+// machine's clock was past its end plus an hour), no poll extended it, and its ack answered
+// 409 lease_lost: a job its worker was running was queued again.
+func TestRememberedLeasesAreForgottenOnThePlanesClock(t *testing.T) {
+	s := skewtest.Start(t, -2*time.Hour, slog.New(slog.DiscardHandler))
+	submit := "/v1/namespaces/default/producer/submit"
+	poll := map[string]any{"worker_id": "w1", "timeout_s": 0, "queue": "q"}
+	var ids []string
+	for range 2 {
+		id := plane.NewIDGenerator().New(time.Now())
+		status, out := call(t, s.URL, submit, map[string]any{"invocation_id": id, "queue": "q", "args_blob": []byte{0x01}})
+		require.Equal(t, http.StatusOK, status, out)
+		status, out = call(t, s.URL, "/v1/daemon/poll", poll)
+		require.Equal(t, http.StatusOK, status, out)
+		require.Len(t, out["commands"], 1)
+		ids = append(ids, id)
+	}
+	for range 2 {
+		s.Shift(4 * time.Minute)                               // 8 minutes in all: past the 5-minute lease unless extended
+		status, out := call(t, s.URL, "/v1/daemon/poll", poll) // no job: extends only
+		require.Equal(t, http.StatusOK, status, out)
+		require.Empty(t, out["commands"])
+	}
+	require.NoError(t, s.Plane.Maintain(t.Context()))
+	for _, id := range ids {
+		status, out := call(t, s.URL, "/v1/daemon/ack", map[string]any{"invocation_id": id, "state": "succeeded", "result_blob": []byte{0x02}})
+		require.Equal(t, http.StatusOK, status, "invocation %s: %v", id, out)
+		inv, err := s.Plane.InvocationGet(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, plane.StateSucceeded, inv.State)
+	}
 }
 
 // realPython is the python of the scratch venv with dreamlake-lakeshore (SEED_VENV, made by

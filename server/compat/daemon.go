@@ -93,14 +93,15 @@ type held struct {
 type leases struct {
 	mu   sync.Mutex
 	byID map[string]held
+	now  func() time.Time // the plane's clock, on which a held's expiresAt was stamped
 }
 
-func newLeases() *leases { return &leases{byID: map[string]held{}} }
+func newLeases(now func() time.Time) *leases { return &leases{byID: map[string]held{}, now: now} }
 
 func (l *leases) put(id string, h held) {
+	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := time.Now()
 	for other, x := range l.byID { // forget leases long expired (their workers are gone)
 		if now.After(x.expiresAt.Add(time.Hour)) {
 			delete(l.byID, other)

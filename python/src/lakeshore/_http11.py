@@ -19,11 +19,11 @@ default) and drops one the server closed as soon as the loop sees the close. It 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import os
 import select
 import socket
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -530,12 +530,18 @@ class BlockingPool:
     thread hops through the portal's loop.
 
     The connections are shared by the threads of one process (one exchange each at a
-    time); a forked child makes its own. Same headers and timeouts as :class:`Pool`."""
+    time); a forked child makes its own. Same headers and timeouts as :class:`Pool`.
+
+    The idle connections are kept without a lock (a deque, whose ``append`` and ``pop``
+    are atomic), so a call can never wait for another to give them back: a signal handler
+    (or a finalizer) that makes a blocking call while its thread is in the middle of one
+    takes an idle connection or opens one of its own, and both calls are answered. With a
+    lock, a handler run while its thread held it waited for it forever (that thread goes
+    on only once the handler returns)."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self._endpoint = endpoint
-        self._lock = threading.Lock()
-        self._idle: list[_BlockingConnection] = []
+        self._idle: collections.deque[_BlockingConnection] = collections.deque()
         self.closed = False
         self.pid = os.getpid()
 
@@ -561,21 +567,30 @@ class BlockingPool:
     def _checkout(self) -> _BlockingConnection | None:
         now = time.monotonic()
         while True:
-            with self._lock:
-                if not self._idle:
-                    return None
+            try:
                 conn = self._idle.pop()
+            except IndexError:
+                return None
             if not conn.stale(now):
                 return conn
             conn.sock.close()
 
     def _checkin(self, conn: _BlockingConnection) -> None:
         conn.idle_since = time.monotonic()
-        with self._lock:
-            if not self.closed:
-                self._idle.append(conn)
+        if self.closed:
+            conn.sock.close()
+            return
+        self._idle.append(conn)
+        if self.closed:
+            self._close_idle()  # close() ran between the check and the append
+
+    def _close_idle(self) -> None:
+        while True:
+            try:
+                conn = self._idle.pop()
+            except IndexError:
                 return
-        conn.sock.close()
+            conn.sock.close()
 
     def request(self, method: str, target: str, content: bytes | None, headers: dict[str, str], timeout: float) -> Answer:
         """Send one request on the calling thread and return its answer.
@@ -635,8 +650,5 @@ class BlockingPool:
 
     def close(self) -> None:
         """Close the idle connections; one in use is closed when its exchange ends."""
-        with self._lock:
-            self.closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.sock.close()
+        self.closed = True  # before the idle ones are taken: a check-in after sees it
+        self._close_idle()

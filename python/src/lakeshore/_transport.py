@@ -163,7 +163,9 @@ class Portal:
 
     def __init__(self, name: str = "lakeshore-portal") -> None:
         self._name = name
-        self._lock = threading.Lock()
+        # Reentrant: a signal handler (or a finalizer) that calls the dispatch while its
+        # thread is starting the loop under this lock starts one itself (see loop).
+        self._lock = threading.RLock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
@@ -175,14 +177,20 @@ class Portal:
 
     def _after_fork(self) -> None:
         # The parent's thread is gone here; its loop object must not be touched.
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._loop = None
         self._thread = None
         self._pid = os.getpid()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        """The portal's loop, started on first use (again in a forked child)."""
+        """The portal's loop, started on first use (again in a forked child).
+
+        A signal handler (or a finalizer) that calls the dispatch while its own thread is
+        in the middle of the start (which waits for the loop's thread under the lock)
+        re-enters the lock and starts a loop itself; the interrupted start then finds that
+        loop and ends its own. Before, the handler waited forever for the lock its
+        interrupted frame held."""
         if self._pid != os.getpid():
             self._after_fork()
         loop = self._loop
@@ -206,8 +214,13 @@ class Portal:
                 thread = threading.Thread(target=run, name=self._name, daemon=True)
                 thread.start()
                 ready.wait()
-                self._thread = thread
-                self._loop = new_loop
+                if self._loop is None and not self._closed:
+                    self._thread = thread
+                    self._loop = new_loop
+                else:  # a handler run during the waits above started one, or closed the portal
+                    new_loop.call_soon_threadsafe(new_loop.stop)
+                    if self._closed:
+                        raise errors.DispatchError("the dispatch is closed", code="closed")
             return self._loop
 
     def in_portal(self) -> bool:

@@ -66,6 +66,8 @@ __all__ = [
     "Queue",
     "Reader",
     "Writer",
+    "QueueReader",
+    "QueueWriter",
     "BatchMeta",
     "Batch",
     "Sampler",
@@ -1362,7 +1364,7 @@ class Queue:
         Raises:
             InvalidError: a rank outside ``0 ≤ rank < world_size``, or such variables that
                 are not integers."""
-        return Reader(self, _env_int("RANK", 0) if rank is None else rank, _env_int("WORLD_SIZE", 1) if world_size is None else world_size)
+        return Reader(self, rank, world_size)
 
     async def set_version(self, version: int) -> None:
         """Advance the queue's current weight version (the trainer, after an optimizer
@@ -1619,7 +1621,16 @@ class Reader:
       k-th call is step k), or given as ``batch_index=``.
     """
 
-    def __init__(self, queue: Queue, rank: int, world_size: int) -> None:
+    def __init__(self, queue: Queue, rank: int | None = None, world_size: int | None = None) -> None:
+        """A reader of ``queue`` for ``rank`` of ``world_size``, as :meth:`Queue.reader`
+        makes it (the same defaults: ``$RANK`` and ``$WORLD_SIZE``, else 0 and 1); also
+        persisting's ``QueueReader(queue)``.
+
+        Raises:
+            InvalidError: a rank outside ``0 ≤ rank < world_size``, or such variables that
+                are not integers."""
+        rank = _env_int("RANK", 0) if rank is None else rank
+        world_size = _env_int("WORLD_SIZE", 1) if world_size is None else world_size
         if not (isinstance(rank, int) and isinstance(world_size, int) and 0 <= rank < world_size):
             raise errors.InvalidError(
                 f"invalid rank {rank!r} of world_size {world_size!r}: want 0 ≤ rank < world_size",
@@ -1875,6 +1886,15 @@ class Writer:
 
     def __repr__(self) -> str:
         return f"data.Writer({self.queue!r})"
+
+
+QueueWriter = Writer
+"""persisting's name of :class:`Writer` (``from persisting import QueueWriter``): the same
+class, made the same way (``QueueWriter(q)``, or ``q.writer()``)."""
+
+QueueReader = Reader
+"""persisting's name of :class:`Reader` (``from persisting import QueueReader``): the same
+class; ``QueueReader(q)`` is ``q.reader()``."""
 
 
 _IN_FLIGHT_POLL_SECONDS = 0.005

@@ -776,7 +776,8 @@ request they join spares the daemon a request and a commit (docs/benchmarks-pyth
 
 _submitting = threading.local()
 """``active`` is set on a thread while it is inside :meth:`QueueCore.submit_blocking` (of
-any queue: the blocking connections are shared by the queues of a server)."""
+any queue: a submit from a signal handler is refused whichever queue's submit it
+interrupted)."""
 
 
 class _Combining:
