@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -75,21 +74,16 @@ func TestServeProviders(t *testing.T) {
 		Cooldown: 200 * time.Millisecond, Command: workerCommand("srv", "true")})
 	t.Setenv(lakeshore.EnvURL, "")
 	t.Setenv(EnvAdminToken, "")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	logs := &lockedBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--target", filepath.Join(p.home, lakeshore.DefaultDBName), "serve", "--addr", addr,
+		done <- run(ctx, []string{"--target", filepath.Join(p.home, lakeshore.DefaultDBName), "serve", "--addr", "127.0.0.1:0",
 			"--providers", "--providers-tick", "100ms", "--providers-lease-ttl", "2s", "--providers-stop-grace", "10s"},
 			strings.NewReader(""), io.Discard, logs)
 	}()
+	addr := servedAddr(t, logs)
 	waitOutputWithin(t, logs, "provider supervisor running", 30*time.Second)
 	p.submit("srv", 30)
 	waitFor(t, 2*time.Minute, "30 jobs succeeded on workers the server's supervisor launched", func() bool {

@@ -409,18 +409,14 @@ func TestOneShotVerbFailsFast(t *testing.T) {
 // TestServeVerboseFlag: the global -v reaches serve's per-request log.
 func TestServeVerboseFlag(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stderr := &lockedBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--target", ":memory:", "-v", "serve", "--addr", addr}, strings.NewReader(""), io.Discard, stderr)
+		done <- run(ctx, []string{"--target", ":memory:", "-v", "serve", "--addr", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, stderr)
 	}()
-	waitOutput(t, stderr, "msg=serving")
+	addr := servedAddr(t, stderr)
 	resp, err := http.Get("http://" + addr + "/healthz")
 	require.NoError(t, err)
 	resp.Body.Close()

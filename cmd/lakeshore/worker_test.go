@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -89,6 +90,18 @@ func (b *lockedBuffer) String() string {
 func waitOutput(t *testing.T, b *lockedBuffer, want string) {
 	t.Helper()
 	waitOutputWithin(t, b, want, 10*time.Second)
+}
+
+// servedAddr waits until b holds serve's start line and returns the address in it (its
+// addr=): for a serve started with --addr 127.0.0.1:0, on the port the kernel picked. A
+// port found free beforehand (a listener opened and closed) could be taken by another
+// process before serve bound it.
+func servedAddr(t *testing.T, b *lockedBuffer) string {
+	t.Helper()
+	waitOutputWithin(t, b, "msg=serving", 30*time.Second)
+	m := regexp.MustCompile(`msg=serving addr=(\S+)`).FindStringSubmatch(b.String())
+	require.NotNil(t, m, "serve's start line names no addr: %s", b.String())
+	return m[1]
 }
 
 // waitOutputWithin waits up to d until b contains want, failing t after that.
