@@ -402,11 +402,19 @@ func RedactCommand(argv []string) []string {
 }
 
 // secretFlagName reports whether a flag's name (dashes included) has a word of
-// secretEnvWords between its dashes or underscores.
+// secretEnvWords between its dashes or underscores, or as a word of a camelCase name
+// (--authToken, --apiKey, --clientSecret: node's and Java's spelling).
 func secretFlagName(flag string) bool {
-	for _, word := range strings.FieldsFunc(strings.ToUpper(flag), func(r rune) bool { return r == '-' || r == '_' }) {
-		if slices.Contains(secretEnvWords, word) {
-			return true
+	for _, part := range strings.FieldsFunc(flag, func(r rune) bool { return r == '-' || r == '_' }) {
+		start := 0
+		for i := 1; i <= len(part); i++ {
+			if i < len(part) && !(part[i-1] >= 'a' && part[i-1] <= 'z' && part[i] >= 'A' && part[i] <= 'Z') {
+				continue
+			}
+			if slices.Contains(secretEnvWords, strings.ToUpper(part[start:i])) {
+				return true
+			}
+			start = i
 		}
 	}
 	return false

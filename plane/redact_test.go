@@ -223,6 +223,9 @@ func TestRedactCommand(t *testing.T) {
 			[]string{"lakeshore", "worker", "--target", "postgres://u:xxxxx@h/db", "--concurrency=4", "q"}},
 		{[]string{"python", "-m", "train", "--tokenizer", "gpt2", "a=b"}, // TOKENIZER is not TOKEN
 			[]string{"python", "-m", "train", "--tokenizer", "gpt2", "a=xxxxx"}},
+		// camelCase flags (node's, Java's): until 2026-12-06 their values were shown.
+		{[]string{"node", "w.js", "--authToken", "t1", "--apiKey=k1", "--clientSecret", "s1", "--tokenizerPath", "p"},
+			[]string{"node", "w.js", "--authToken", "xxxxx", "--apiKey=xxxxx", "--clientSecret", "xxxxx", "--tokenizerPath", "p"}},
 		{nil, nil},
 	} {
 		if got := RedactCommand(c.in); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", c.want) || (got == nil) != (c.want == nil) {
