@@ -313,20 +313,15 @@ func RedactValuesIn(text string, env map[string]string) string {
 var secretEnvWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "PWD", "CREDENTIAL", "CREDENTIALS", "APIKEY", "AUTH", "KEY"}
 
 // RedactEnv returns an environment variable's value as it may be printed (a CLI table, a
-// log line): "xxxxx" when the variable's name says it holds a secret (a word of
+// log line): "xxxxx" when the variable's name says it holds a secret (secretName: a word of
 // secretEnvWords between its underscores; PWD alone is the working directory, not one),
 // else RedactURL of the value. For display only: what a worker receives is unchanged.
 func RedactEnv(name, value string) string {
 	if value == "" {
 		return value
 	}
-	upper := strings.ToUpper(name)
-	if upper != "PWD" && upper != "OLDPWD" {
-		for _, word := range strings.Split(upper, "_") {
-			if slices.Contains(secretEnvWords, word) {
-				return "xxxxx"
-			}
-		}
+	if upper := strings.ToUpper(name); upper != "PWD" && upper != "OLDPWD" && secretName(name) {
+		return Redacted
 	}
 	return RedactURL(value)
 }
@@ -387,7 +382,7 @@ func RedactCommand(argv []string) []string {
 			out[i] = m[1] + "=" + Redacted
 			continue
 		}
-		if m := secretFlag.FindStringSubmatch(arg); m != nil && secretFlagName(m[1]) {
+		if m := secretFlag.FindStringSubmatch(arg); m != nil && secretName(m[1]) {
 			if m[2] == "" {
 				hideNext = true
 				out[i] = arg
@@ -401,10 +396,11 @@ func RedactCommand(argv []string) []string {
 	return out
 }
 
-// secretFlagName reports whether a flag's name (dashes included) has a word of
-// secretEnvWords between its dashes or underscores, or as a word of a camelCase name
-// (--authToken, --apiKey, --clientSecret: node's and Java's spelling).
-func secretFlagName(flag string) bool {
+// secretName reports whether a name (an environment variable's, a flag's with its dashes)
+// has a word of secretEnvWords between its dashes or underscores, or as a word of a
+// camelCase name (--authToken, --apiKey, --clientSecret: node's and Java's spelling): the
+// one rule of RedactEnv and RedactCommand.
+func secretName(flag string) bool {
 	for _, part := range strings.FieldsFunc(flag, func(r rune) bool { return r == '-' || r == '_' }) {
 		start := 0
 		for i := 1; i <= len(part); i++ {
