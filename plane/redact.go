@@ -2,6 +2,7 @@ package plane
 
 import (
 	"cmp"
+	"encoding/json"
 	"net/url"
 	"regexp"
 	"slices"
@@ -292,12 +293,13 @@ const RedactValueMinBytes = 8
 // RedactValuesIn returns text with every occurrence of each value of env at least
 // RedactValueMinBytes long replaced by "xxxxx", longest first: for a message that may
 // quote an environment given to someone else's program (a provider program's stderr, a
-// cloud API's error) before it is logged.
+// cloud API's error) before it is logged. A value is also replaced as a JSON string holds
+// it (jsonForms: & < > " \ escaped), since such a program often echoes its JSON request.
 func RedactValuesIn(text string, env map[string]string) string {
 	values := make([]string, 0, len(env))
 	for _, v := range env {
 		if len(v) >= RedactValueMinBytes {
-			values = append(values, v)
+			values = append(values, jsonForms(v)...)
 		}
 	}
 	slices.SortFunc(values, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
@@ -305,6 +307,26 @@ func RedactValuesIn(text string, env map[string]string) string {
 		text = strings.ReplaceAll(text, v, Redacted)
 	}
 	return text
+}
+
+// jsonForms returns v and, where they differ from it, its forms inside a JSON string as Go
+// writes it (& < > as \u0026 …) and as Python's json and most encoders do (only " \ and
+// control characters escaped).
+func jsonForms(v string) []string {
+	forms := []string{v}
+	for _, html := range []bool{true, false} {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(html)
+		if enc.Encode(v) != nil {
+			continue
+		}
+		form := strings.TrimSuffix(b.String(), "\n")
+		if form = form[1 : len(form)-1]; !slices.Contains(forms, form) {
+			forms = append(forms, form)
+		}
+	}
+	return forms
 }
 
 // secretEnvWords are the words (between underscores) of an environment variable's name

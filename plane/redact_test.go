@@ -249,3 +249,22 @@ func TestCommandSecrets(t *testing.T) {
 		t.Errorf("a command with nothing secret gave %q", got)
 	}
 }
+
+// TestRedactValuesInJSONForms: a value is hidden where a JSON string holds it escaped, as
+// Go writes it (& as \u0026) and as Python's json does (only " and \ escaped); before,
+// only its raw text was.
+func TestRedactValuesInJSONForms(t *testing.T) {
+	env := map[string]string{"A": `pass"word&1<2>\x`}
+	for _, text := range []string{
+		`{"A":"pass\"word\u00261\u003c2\u003e\\x"}`,
+		`{"A": "pass\"word&1<2>\\x"}`,
+		`raw pass"word&1<2>\x`,
+	} {
+		if got := RedactValuesIn(text, env); strings.Contains(got, "word") {
+			t.Errorf("RedactValuesIn(%s) = %s", text, got)
+		}
+	}
+	if got := RedactValuesIn("a short1 b", map[string]string{"A": "short1"}); got != "a short1 b" {
+		t.Errorf("a short value was replaced: %s", got)
+	}
+}
