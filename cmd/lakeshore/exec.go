@@ -62,6 +62,11 @@ func (s *execSpec) checkCommand() error {
 	if _, err := exec.LookPath(s.argv[0]); err != nil {
 		return usagef("command %q cannot run: %w", s.argv[0], err)
 	}
+	if prog := stdinProgram(s.argv); prog != "" {
+		return usagef("%q reads its program from stdin, where the worker writes a job's payload: the payload would be run as code "+
+			"(anyone who may submit to the queue could run commands on this machine); give it a script file or inline code, "+
+			"e.g. sh ./work.sh {} or python3 work.py {}", prog)
+	}
 	if interp, code := inlineCode(s.argv); strings.Contains(code, "{}") {
 		return usagef("{} inside the code of %q: a job's payload would be run as code there (anyone who may submit to the queue "+
 			"could run commands on this machine); pass it as an argument after the code and read that instead, e.g. "+
@@ -107,14 +112,14 @@ func inlineCode(argv []string) (interp, code string) {
 	for i := range argv {
 		base := filepath.Base(argv[i])
 		if slices.Contains(shells, base) {
-			if code, ok := shellCode(argv[i+1:]); ok && strings.Contains(code, "{}") {
+			if code, ok, _ := shellCode(argv[i+1:]); ok && strings.Contains(code, "{}") {
 				return base + " -c", code
 			}
 			continue
 		}
 		name := strings.TrimRight(base, "0123456789.")
 		if in, ok := interpreters[name]; ok {
-			if flag, code, ok := in.program(argv[i+1:]); ok && strings.Contains(code, "{}") {
+			if flag, code, ok, _ := in.program(argv[i+1:]); ok && strings.Contains(code, "{}") {
 				return base + " " + flag, code
 			}
 		}
@@ -122,18 +127,49 @@ func inlineCode(argv []string) (interp, code string) {
 	return "", ""
 }
 
+// stdinProgram returns the command ("sh", "python3") when it reads its program from
+// stdin, where the exec worker writes a job's payload (sh or bash -s alone, python3 or
+// python3 -, perl, node…): the payload would be run as code. Only the command's own start
+// is read, through env and its options and assignments.
+func stdinProgram(argv []string) string {
+	if len(argv) > 0 && filepath.Base(argv[0]) == "env" {
+		argv = argv[1:]
+		for len(argv) > 0 && (strings.HasPrefix(argv[0], "-") || strings.Contains(argv[0], "=")) {
+			if argv[0] == "-u" || argv[0] == "-C" || argv[0] == "-S" {
+				argv = argv[1:] // their value
+			}
+			argv = argv[min(1, len(argv)):]
+		}
+	}
+	if len(argv) == 0 {
+		return ""
+	}
+	base := filepath.Base(argv[0])
+	if slices.Contains(shells, base) {
+		if _, _, stdin := shellCode(argv[1:]); stdin {
+			return base
+		}
+	} else if in, ok := interpreters[strings.TrimRight(base, "0123456789.")]; ok {
+		if _, _, _, stdin := in.program(argv[1:]); stdin {
+			return base
+		}
+	}
+	return ""
+}
+
 // shellCode returns a shell's -c script among its arguments: the first operand when an
-// option before it holds c (-c, -ec, -lc).
-func shellCode(args []string) (string, bool) {
-	inline := false
+// option before it holds c (-c, -ec, -lc); and whether the shell reads its script from
+// stdin instead (no -c, and no script file or -s).
+func shellCode(args []string) (code string, inline, stdin bool) {
+	fromStdin := false // -s
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
-		case a == "--":
+		case a == "--" || a == "-": // a lone - ends the options as -- does
 			if inline && i+1 < len(args) {
-				return args[i+1], true
+				return args[i+1], true, false
 			}
-			return "", false
+			return "", false, !inline && (fromStdin || i+1 == len(args))
 		case a == "--rcfile" || a == "--init-file":
 			i++ // its file
 		case strings.HasPrefix(a, "--"):
@@ -141,32 +177,40 @@ func shellCode(args []string) (string, bool) {
 			if strings.Contains(a, "c") {
 				inline = true
 			}
+			if strings.HasPrefix(a, "-") && strings.Contains(a, "s") {
+				fromStdin = true
+			}
 			i += strings.Count(a, "o") + strings.Count(a, "O") // -o pipefail, -O extglob
 		default:
-			return a, inline
+			return a, inline, !inline && fromStdin
 		}
 	}
-	return "", false
+	return "", false, !inline
 }
 
 // program returns the program given inline among an interpreter's arguments and its
 // option: the rest of a short cluster after a code option (-c'…', -ne'…') or else the
 // next argument, or a code long option's value (--eval=… or the next argument). None once
-// a script file (the first operand) or a module names what runs.
-func (in interpreter) program(args []string) (flag, code string, ok bool) {
+// a script file (the first operand) or a module names what runs; stdin when the program
+// is read from stdin (no script, or "-").
+func (in interpreter) program(args []string) (flag, code string, ok, stdin bool) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
-		case a == "--" || !strings.HasPrefix(a, "-") || a == "-":
-			return "", "", false // a script: what follows is its arguments
+		case a == "-":
+			return "", "", false, true
+		case a == "--":
+			return "", "", false, i+1 == len(args) || args[i+1] == "-"
+		case !strings.HasPrefix(a, "-"):
+			return "", "", false, false // a script: what follows is its arguments
 		case strings.HasPrefix(a, "--"):
 			name, value, joined := strings.Cut(a, "=")
 			if slices.Contains(in.long, name) {
 				if joined {
-					return name, value, true
+					return name, value, true, false
 				}
 				if i+1 < len(args) {
-					return name, args[i+1], true
+					return name, args[i+1], true, false
 				}
 			}
 		default:
@@ -175,14 +219,14 @@ func (in interpreter) program(args []string) (flag, code string, ok bool) {
 				switch {
 				case strings.ContainsRune(in.code, r):
 					if rest := a[2+j:]; rest != "" {
-						return "-" + string(r), rest, true
+						return "-" + string(r), rest, true, false
 					}
 					if i+1 < len(args) {
-						return "-" + string(r), args[i+1], true
+						return "-" + string(r), args[i+1], true, false
 					}
-					return "", "", false
+					return "", "", false, false
 				case strings.ContainsRune(in.module, r):
-					return "", "", false
+					return "", "", false, false
 				case strings.ContainsRune(in.valued, r):
 					if a[2+j:] == "" {
 						i++ // its value is the next argument
@@ -192,7 +236,7 @@ func (in interpreter) program(args []string) (flag, code string, ok bool) {
 			}
 		}
 	}
-	return "", "", false
+	return "", "", false, true
 }
 
 // commandEnv is the environment of a command: the worker's, with PYTHONUNBUFFERED=1 unless

@@ -312,3 +312,31 @@ func TestInlineCodeLooksThroughRunnersAndOptions(t *testing.T) {
 		require.Contains(t, err.Error(), `{} inside the code of "sh -c"`)
 	}
 }
+
+// TestExecRefusesAProgramReadFromStdin: a shell or interpreter that reads its program from
+// stdin (no script, no -c; bash -s; python3 -) is refused at start: stdin is the job's
+// payload, so the payload would be its program (a string payload "$(touch pwned)" is JSON
+// `"$(touch pwned)"`, which sh runs). Before, checkCommand took these. One with a script
+// file or inline code stays accepted.
+func TestExecRefusesAProgramReadFromStdin(t *testing.T) {
+	for _, argv := range [][]string{
+		{"sh"}, {"bash", "-s", "x"}, {"bash", "-e"}, {"env", "-i", "A=1", "sh"}, {"sh", "--"}, {"sh", "-"},
+		{"python3"}, {"python3", "-u", "-"}, {"perl", "-w"}, {"node", "--"},
+	} {
+		if prog := stdinProgram(argv); prog == "" {
+			t.Errorf("%q: not seen to read its program from stdin", argv)
+		}
+	}
+	for _, argv := range [][]string{
+		{"sh", "./work.sh", "{}"}, {"bash", "-e", "work.sh"}, {"sh", "-c", `echo "$1"`, "_", "{}"}, {"env", "A=1", "sh", "w.sh"},
+		{"python3", "work.py"}, {"python3", "-m", "tool"}, {"python3", "-c", "import sys"}, {"perl", "-ne", "print"},
+		{"cat"}, {"jq", "."}, {"xargs", "sh"},
+	} {
+		if prog := stdinProgram(argv); prog != "" {
+			t.Errorf("%q: refused as reading %q's program from stdin", argv, prog)
+		}
+	}
+	err := testSpec("sh").checkCommand()
+	require.Error(t, err)
+	require.Contains(t, err.Error(), `"sh" reads its program from stdin`)
+}
