@@ -74,3 +74,43 @@ func TestHeldUntilIsMonotonic(t *testing.T) {
 	require.Contains(t, e.heldUntil().String(), " m=", "a renewal's reckoning")
 	require.Equal(t, time.Minute, e.heldUntil().Sub(sent))
 }
+
+// TestStopWaitingOnAPanickingHostSetup: a Stop that is waiting for OnHostSetup (its stop
+// recorded, seen here under the worker's lock: no timing) when the hook panics returns nil,
+// and Start fails with the *PanicError. TestWorkerHooksThatPanic calls Stop from another
+// goroutine without knowing whether it reached that wait before the panic, so it may test
+// only a Stop after Start returned; this one holds the panic until it has.
+func TestStopWaitingOnAPanickingHostSetup(t *testing.T) {
+	t.Parallel()
+	d, err := Open(t.Context(), ":memory:", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	handler := Handle("setup-panic", func(context.Context, *Job) (any, error) { return nil, nil })
+	stopWaits, panicNow := make(chan struct{}), make(chan struct{})
+	w, err := NewWorker(d, []Handler{handler}, &WorkerOptions{
+		OnHostSetup: func(context.Context) error {
+			close(stopWaits)
+			<-panicNow
+			panic("no model file")
+		},
+	})
+	require.NoError(t, err)
+	started := make(chan error, 1)
+	go func() { started <- w.Start(t.Context()) }()
+	<-stopWaits
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(t.Context()) }()
+	for recorded := false; !recorded; {
+		w.mu.Lock()
+		recorded = w.stopCause != nil // Stop took the lock and is waiting for the set-up
+		w.mu.Unlock()
+		if !recorded {
+			time.Sleep(time.Millisecond) // polling a condition, not a verdict
+		}
+	}
+	close(panicNow)
+	var pe *PanicError
+	require.ErrorAs(t, <-started, &pe)
+	require.NoError(t, <-stopped, "a Stop waiting on a set-up that panicked returns")
+	require.Equal(t, PhaseSetup, w.Phase(), "the worker never started")
+}

@@ -2,6 +2,7 @@ package plane
 
 import (
 	"cmp"
+	"encoding/json"
 	"net/url"
 	"regexp"
 	"slices"
@@ -292,12 +293,13 @@ const RedactValueMinBytes = 8
 // RedactValuesIn returns text with every occurrence of each value of env at least
 // RedactValueMinBytes long replaced by "xxxxx", longest first: for a message that may
 // quote an environment given to someone else's program (a provider program's stderr, a
-// cloud API's error) before it is logged.
+// cloud API's error) before it is logged. A value is also replaced as a JSON string holds
+// it (jsonForms: & < > " \ escaped), since such a program often echoes its JSON request.
 func RedactValuesIn(text string, env map[string]string) string {
 	values := make([]string, 0, len(env))
 	for _, v := range env {
 		if len(v) >= RedactValueMinBytes {
-			values = append(values, v)
+			values = append(values, jsonForms(v)...)
 		}
 	}
 	slices.SortFunc(values, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
@@ -307,26 +309,41 @@ func RedactValuesIn(text string, env map[string]string) string {
 	return text
 }
 
+// jsonForms returns v and, where they differ from it, its forms inside a JSON string as Go
+// writes it (& < > as \u0026 …) and as Python's json and most encoders do (only " \ and
+// control characters escaped).
+func jsonForms(v string) []string {
+	forms := []string{v}
+	for _, html := range []bool{true, false} {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(html)
+		if enc.Encode(v) != nil {
+			continue
+		}
+		form := strings.TrimSuffix(b.String(), "\n")
+		if form = form[1 : len(form)-1]; !slices.Contains(forms, form) {
+			forms = append(forms, form)
+		}
+	}
+	return forms
+}
+
 // secretEnvWords are the words (between underscores) of an environment variable's name
 // that make its value a secret to print: HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWORD,
 // OPENAI_API_KEY (TOKENIZERS_PARALLELISM is not one: whole words only).
 var secretEnvWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "PWD", "CREDENTIAL", "CREDENTIALS", "APIKEY", "AUTH", "KEY"}
 
 // RedactEnv returns an environment variable's value as it may be printed (a CLI table, a
-// log line): "xxxxx" when the variable's name says it holds a secret (a word of
+// log line): "xxxxx" when the variable's name says it holds a secret (secretName: a word of
 // secretEnvWords between its underscores; PWD alone is the working directory, not one),
 // else RedactURL of the value. For display only: what a worker receives is unchanged.
 func RedactEnv(name, value string) string {
 	if value == "" {
 		return value
 	}
-	upper := strings.ToUpper(name)
-	if upper != "PWD" && upper != "OLDPWD" {
-		for _, word := range strings.Split(upper, "_") {
-			if slices.Contains(secretEnvWords, word) {
-				return "xxxxx"
-			}
-		}
+	if upper := strings.ToUpper(name); upper != "PWD" && upper != "OLDPWD" && secretName(name) {
+		return Redacted
 	}
 	return RedactURL(value)
 }
@@ -387,7 +404,7 @@ func RedactCommand(argv []string) []string {
 			out[i] = m[1] + "=" + Redacted
 			continue
 		}
-		if m := secretFlag.FindStringSubmatch(arg); m != nil && secretFlagName(m[1]) {
+		if m := secretFlag.FindStringSubmatch(arg); m != nil && secretName(m[1]) {
 			if m[2] == "" {
 				hideNext = true
 				out[i] = arg
@@ -401,12 +418,21 @@ func RedactCommand(argv []string) []string {
 	return out
 }
 
-// secretFlagName reports whether a flag's name (dashes included) has a word of
-// secretEnvWords between its dashes or underscores.
-func secretFlagName(flag string) bool {
-	for _, word := range strings.FieldsFunc(strings.ToUpper(flag), func(r rune) bool { return r == '-' || r == '_' }) {
-		if slices.Contains(secretEnvWords, word) {
-			return true
+// secretName reports whether a name (an environment variable's, a flag's with its dashes)
+// has a word of secretEnvWords between its dashes or underscores, or as a word of a
+// camelCase name (--authToken, --apiKey, --clientSecret: node's and Java's spelling): the
+// one rule of RedactEnv and RedactCommand.
+func secretName(flag string) bool {
+	for _, part := range strings.FieldsFunc(flag, func(r rune) bool { return r == '-' || r == '_' }) {
+		start := 0
+		for i := 1; i <= len(part); i++ {
+			if i < len(part) && !(part[i-1] >= 'a' && part[i-1] <= 'z' && part[i] >= 'A' && part[i] <= 'Z') {
+				continue
+			}
+			if slices.Contains(secretEnvWords, strings.ToUpper(part[start:i])) {
+				return true
+			}
+			start = i
 		}
 	}
 	return false

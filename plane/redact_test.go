@@ -223,6 +223,9 @@ func TestRedactCommand(t *testing.T) {
 			[]string{"lakeshore", "worker", "--target", "postgres://u:xxxxx@h/db", "--concurrency=4", "q"}},
 		{[]string{"python", "-m", "train", "--tokenizer", "gpt2", "a=b"}, // TOKENIZER is not TOKEN
 			[]string{"python", "-m", "train", "--tokenizer", "gpt2", "a=xxxxx"}},
+		// camelCase flags (node's, Java's): until 2026-12-06 their values were shown.
+		{[]string{"node", "w.js", "--authToken", "t1", "--apiKey=k1", "--clientSecret", "s1", "--tokenizerPath", "p"},
+			[]string{"node", "w.js", "--authToken", "xxxxx", "--apiKey=xxxxx", "--clientSecret", "xxxxx", "--tokenizerPath", "p"}},
 		{nil, nil},
 	} {
 		if got := RedactCommand(c.in); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", c.want) || (got == nil) != (c.want == nil) {
@@ -244,5 +247,24 @@ func TestCommandSecrets(t *testing.T) {
 	}
 	if got := CommandSecrets([]string{"lakeshore", "worker", "--queue", "q"}); got != nil {
 		t.Errorf("a command with nothing secret gave %q", got)
+	}
+}
+
+// TestRedactValuesInJSONForms: a value is hidden where a JSON string holds it escaped, as
+// Go writes it (& as \u0026) and as Python's json does (only " and \ escaped); before,
+// only its raw text was.
+func TestRedactValuesInJSONForms(t *testing.T) {
+	env := map[string]string{"A": `pass"word&1<2>\x`}
+	for _, text := range []string{
+		`{"A":"pass\"word\u00261\u003c2\u003e\\x"}`,
+		`{"A": "pass\"word&1<2>\\x"}`,
+		`raw pass"word&1<2>\x`,
+	} {
+		if got := RedactValuesIn(text, env); strings.Contains(got, "word") {
+			t.Errorf("RedactValuesIn(%s) = %s", text, got)
+		}
+	}
+	if got := RedactValuesIn("a short1 b", map[string]string{"A": "short1"}); got != "a short1 b" {
+		t.Errorf("a short value was replaced: %s", got)
 	}
 }

@@ -980,3 +980,18 @@ func TestSupervisorSlowProviderDelaysNoOther(t *testing.T) {
 		t.Fatal("Run did not return within 15 s of its context's end: the hanging list was not cut off")
 	}
 }
+
+// TestSupervisorLaunchErrorHidesJSONEscapedSecrets: a secret that a provider program echoes
+// inside JSON, where it reads escaped (& as \u0026, " as \", as Go and Python encoders write
+// them), is hidden as it is written unescaped: an env value with a quote, a command URL
+// with a query. Before, RedactValuesIn replaced only the raw text, so the echoed request
+// showed the password of postgres://u:…@db/x?a=1&b=2 and the env value p"w….
+func TestSupervisorLaunchErrorHidesJSONEscapedSecrets(t *testing.T) {
+	out, _ := failedLaunchLog(t, []string{"lakeshore", "worker", "--url=postgres://u:cmdsecret5abc@db/x?a=1&b=2"},
+		map[string]string{"DB_PASSWORD": `envsecret6"abc<>`}, nil, "DB_PASSWORD")
+	for _, secret := range []string{"cmdsecret5", "envsecret6"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log quotes %q:\n%s", secret, out)
+		}
+	}
+}

@@ -62,6 +62,11 @@ func (s *execSpec) checkCommand() error {
 	if _, err := exec.LookPath(s.argv[0]); err != nil {
 		return usagef("command %q cannot run: %w", s.argv[0], err)
 	}
+	if prog := stdinProgram(s.argv); prog != "" {
+		return usagef("%q reads its program from stdin, where the worker writes a job's payload: the payload would be run as code "+
+			"(anyone who may submit to the queue could run commands on this machine); give it a script file or inline code, "+
+			"e.g. sh ./work.sh {} or python3 work.py {}", prog)
+	}
 	if interp, code := inlineCode(s.argv); strings.Contains(code, "{}") {
 		return usagef("{} inside the code of %q: a job's payload would be run as code there (anyone who may submit to the queue "+
 			"could run commands on this machine); pass it as an argument after the code and read that instead, e.g. "+
@@ -70,74 +75,168 @@ func (s *execSpec) checkCommand() error {
 	return nil
 }
 
-// shells run their -c operand as shell code; interpreters run the argument after
-// their flag (python -c, perl/ruby/node -e, php -r) as code.
-var (
-	shells       = []string{"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash"}
-	interpreters = map[string]string{"python": "-c", "perl": "-e", "ruby": "-e", "node": "-e", "php": "-r"}
-)
+// shells run their -c operand as shell code (-o and -O take the next argument, as
+// --rcfile and --init-file do).
+var shells = []string{"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh"}
+
+// interpreter is how an interpreter's command line gives it a program inline.
+type interpreter struct {
+	code   string   // the short options whose value is the program (python's c, perl's e and E)
+	long   []string // the long options whose value is the program (node's --eval)
+	valued string   // the other short options that take the next argument (python -W ignore)
+	module string   // a short option after which the rest are a module's arguments (python -m)
+}
+
+// interpreters by name (python3.12 and pypy3 are python; nodejs is node).
+var interpreters = map[string]interpreter{
+	"python": {code: "c", valued: "WX", module: "m"},
+	"pypy":   {code: "c", valued: "WX", module: "m"},
+	"perl":   {code: "eE"},
+	"ruby":   {code: "e", valued: "IrCE"},
+	"node":   {code: "ep", long: []string{"--eval", "--print"}, valued: "rC"},
+	"nodejs": {code: "ep", long: []string{"--eval", "--print"}, valued: "rC"},
+	"php":    {code: "r", valued: "cdz"},
+}
 
 // inlineCode returns the code a command runs inline — a shell's -c script, an
 // interpreter's -c or -e program — and how it was given ("sh -c"), or "" when it runs
 // none. The exec worker's {} is a plain substitution: inside such code a payload is code
 // (a payload `x; rm -rf ~` in sh -c 'wc {}'), where after it it is a value ("$1").
-// `env [NAME=VALUE…]` before the command is looked through.
+// Every argument is looked at as a command's start, so that whatever runs a command
+// (env -i, xargs, find -exec, timeout, nice, sudo, busybox) is looked through without a
+// list of them; an argument that only names a shell ("echo sh -c '{}'") is refused with
+// them, which is the safe side. Options are read as the programs read them: clustered
+// (bash -lc, perl -ne, python -Bc), the program joined to its option (perl -e'…',
+// python -c'…'), options taking a value skipped (bash -O extglob, python -W ignore).
 func inlineCode(argv []string) (interp, code string) {
-	if len(argv) > 0 && filepath.Base(argv[0]) == "env" {
-		argv = argv[1:]
-		for len(argv) > 0 && strings.Contains(argv[0], "=") && !strings.HasPrefix(argv[0], "-") {
-			argv = argv[1:]
-		}
-	}
-	if len(argv) < 2 {
-		return "", ""
-	}
-	base := filepath.Base(argv[0])
-	if slices.Contains(shells, base) {
-		// Options before the first operand; one holding c (-c, -ec, -lc) makes that operand
-		// the script.
-		inline, skip := false, false
-		for i, a := range argv[1:] {
-			if skip { // the argument of -o / +o
-				skip = false
-				continue
+	for i := range argv {
+		base := filepath.Base(argv[i])
+		if slices.Contains(shells, base) {
+			if code, ok, _ := shellCode(argv[i+1:]); ok && strings.Contains(code, "{}") {
+				return base + " -c", code
 			}
-			if a == "-o" || a == "+o" {
-				skip = true
-				continue
-			}
-			if a == "--" {
-				if inline && i+2 < len(argv) {
-					return base + " -c", argv[i+2]
-				}
-				return "", ""
-			}
-			if !strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "+") {
-				if inline {
-					return base + " -c", a
-				}
-				return "", ""
-			}
-			if !strings.HasPrefix(a, "--") && strings.Contains(a, "c") {
-				inline = true
-			}
-		}
-		return "", ""
-	}
-	for name, flag := range interpreters {
-		if base != name && !(strings.HasPrefix(base, name) && strings.Trim(base[len(name):], "0123456789.") == "") {
 			continue
 		}
-		for i, a := range argv[1 : len(argv)-1] {
-			if a == flag {
-				return base + " " + flag, argv[i+2]
-			}
-			if !strings.HasPrefix(a, "-") {
-				break // a script file: what follows is its arguments
+		name := strings.TrimRight(base, "0123456789.")
+		if in, ok := interpreters[name]; ok {
+			if flag, code, ok, _ := in.program(argv[i+1:]); ok && strings.Contains(code, "{}") {
+				return base + " " + flag, code
 			}
 		}
 	}
 	return "", ""
+}
+
+// stdinProgram returns the command ("sh", "python3") when it reads its program from
+// stdin, where the exec worker writes a job's payload (sh or bash -s alone, python3 or
+// python3 -, perl, node…): the payload would be run as code. Only the command's own start
+// is read, through env and its options and assignments.
+func stdinProgram(argv []string) string {
+	if len(argv) > 0 && filepath.Base(argv[0]) == "env" {
+		argv = argv[1:]
+		for len(argv) > 0 && (strings.HasPrefix(argv[0], "-") || strings.Contains(argv[0], "=")) {
+			if argv[0] == "-u" || argv[0] == "-C" || argv[0] == "-S" {
+				argv = argv[1:] // their value
+			}
+			argv = argv[min(1, len(argv)):]
+		}
+	}
+	if len(argv) == 0 {
+		return ""
+	}
+	base := filepath.Base(argv[0])
+	if slices.Contains(shells, base) {
+		if _, _, stdin := shellCode(argv[1:]); stdin {
+			return base
+		}
+	} else if in, ok := interpreters[strings.TrimRight(base, "0123456789.")]; ok {
+		if _, _, _, stdin := in.program(argv[1:]); stdin {
+			return base
+		}
+	}
+	return ""
+}
+
+// shellCode returns a shell's -c script among its arguments: the first operand when an
+// option before it holds c (-c, -ec, -lc); and whether the shell reads its script from
+// stdin instead (no -c, and no script file or -s).
+func shellCode(args []string) (code string, inline, stdin bool) {
+	fromStdin := false // -s
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--" || a == "-": // a lone - ends the options as -- does
+			if inline && i+1 < len(args) {
+				return args[i+1], true, false
+			}
+			return "", false, !inline && (fromStdin || i+1 == len(args))
+		case a == "--rcfile" || a == "--init-file":
+			i++ // its file
+		case strings.HasPrefix(a, "--"):
+		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
+			if strings.Contains(a, "c") {
+				inline = true
+			}
+			if strings.HasPrefix(a, "-") && strings.Contains(a, "s") {
+				fromStdin = true
+			}
+			i += strings.Count(a, "o") + strings.Count(a, "O") // -o pipefail, -O extglob
+		default:
+			return a, inline, !inline && fromStdin
+		}
+	}
+	return "", false, !inline
+}
+
+// program returns the program given inline among an interpreter's arguments and its
+// option: the rest of a short cluster after a code option (-c'…', -ne'…') or else the
+// next argument, or a code long option's value (--eval=… or the next argument). None once
+// a script file (the first operand) or a module names what runs; stdin when the program
+// is read from stdin (no script, or "-").
+func (in interpreter) program(args []string) (flag, code string, ok, stdin bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-":
+			return "", "", false, true
+		case a == "--":
+			return "", "", false, i+1 == len(args) || args[i+1] == "-"
+		case !strings.HasPrefix(a, "-"):
+			return "", "", false, false // a script: what follows is its arguments
+		case strings.HasPrefix(a, "--"):
+			name, value, joined := strings.Cut(a, "=")
+			if slices.Contains(in.long, name) {
+				if joined {
+					return name, value, true, false
+				}
+				if i+1 < len(args) {
+					return name, args[i+1], true, false
+				}
+			}
+		default:
+		cluster:
+			for j, r := range a[1:] {
+				switch {
+				case strings.ContainsRune(in.code, r):
+					if rest := a[2+j:]; rest != "" {
+						return "-" + string(r), rest, true, false
+					}
+					if i+1 < len(args) {
+						return "-" + string(r), args[i+1], true, false
+					}
+					return "", "", false, false
+				case strings.ContainsRune(in.module, r):
+					return "", "", false, false
+				case strings.ContainsRune(in.valued, r):
+					if a[2+j:] == "" {
+						i++ // its value is the next argument
+					}
+					break cluster // the rest of the cluster is its value
+				}
+			}
+		}
+	}
+	return "", "", false, true
 }
 
 // commandEnv is the environment of a command: the worker's, with PYTHONUNBUFFERED=1 unless

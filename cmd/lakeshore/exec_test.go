@@ -250,3 +250,93 @@ func TestExecRefusesThePayloadInInlineCode(t *testing.T) {
 		require.NoError(t, testSpec(argv...).checkCommand(), "%q", argv)
 	}
 }
+
+// TestInlineCodeLooksThroughRunnersAndOptions: {} in inline code is found whatever runs
+// the shell or interpreter (env with its options, xargs, find -exec, timeout, busybox) and
+// however its options are written (bash -O extglob / --rcfile FILE before -c, perl -ne,
+// python -Bc and -W ignore, a program joined to its option, node --eval/-p). Before,
+// only `env NAME=VALUE…` and a lone -c/-e before any option's value were read, so each of
+// the first list ran a payload as code. The second list stays accepted: {} as a value.
+func TestInlineCodeLooksThroughRunnersAndOptions(t *testing.T) {
+	for _, argv := range [][]string{
+		{"env", "-i", "sh", "-c", "echo {}"},
+		{"env", "-u", "HOME", "bash", "-c", "echo {}"},
+		{"xargs", "sh", "-c", "echo {}"},
+		{"find", ".", "-name", "*.png", "-exec", "sh", "-c", "echo {}", ";"},
+		{"timeout", "5", "bash", "-lc", "echo {}"},
+		{"busybox", "sh", "-c", "echo {}"},
+		{"bash", "-O", "extglob", "-c", "echo {}"},
+		{"bash", "--rcfile", "/dev/null", "-c", "echo {}"},
+		{"bash", "-eo", "pipefail", "-c", "echo {}"},
+		{"perl", "-ne", "print '{}'"},
+		{"perl", "-lane", "print '{}'"},
+		{"perl", "-e", "print '{}'"},
+		{"perl", "-e print '{}'"},
+		{"python3", "-Bc", "print('{}')"},
+		{"python3", "-W", "ignore", "-c", "print('{}')"},
+		{"python3.12", "-cprint('{}')"},
+		{"node", "--eval", "console.log('{}')"},
+		{"node", "--eval=console.log('{}')"},
+		{"node", "-p", "'{}'"},
+		{"node", "-r", "dotenv/config", "-e", "console.log('{}')"},
+		{"ruby", "-I", "lib", "-e", "puts '{}'"},
+	} {
+		if interp, code := inlineCode(argv); !strings.Contains(code, "{}") {
+			t.Errorf("%q: no inline code found (%q, %q)", argv, interp, code)
+		}
+	}
+	for _, argv := range [][]string{
+		{"sh", "-c", `wc -c "$1"`, "_", "{}"},
+		{"env", "-i", "sh", "-c", `echo "$1"`, "sh", "{}"},
+		{"xargs", "-0", "convert", "{}"},
+		{"find", ".", "-exec", "convert", "{}", "{}.png", ";"},
+		{"bash", "-O", "extglob", "-c", `echo "$1"`, "_", "{}"},
+		{"convert", "{}", "-resize", "256x256", "{}.thumb.png"},
+		{"python3", "-W", "ignore", "work.py", "-c", "{}"},
+		{"python3", "-m", "tool", "-c", "{}"},
+		{"perl", "-Ilib", "work.pl", "-e", "{}"},
+		{"node", "--max-old-space-size=512", "work.js", "--eval", "{}"},
+		{"ruby", "work.rb", "{}"},
+	} {
+		if interp, code := inlineCode(argv); strings.Contains(code, "{}") {
+			t.Errorf("%q: refused (%q, %q)", argv, interp, code)
+		}
+	}
+	// Through checkCommand with what is installed here (LookPath's error comes first).
+	for _, argv := range [][]string{{"env", "-i", "sh", "-c", "echo {}"}, {"xargs", "sh", "-c", "echo {}"}} {
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			continue
+		}
+		err := testSpec(argv...).checkCommand()
+		require.Error(t, err, "%q", argv)
+		require.Contains(t, err.Error(), `{} inside the code of "sh -c"`)
+	}
+}
+
+// TestExecRefusesAProgramReadFromStdin: a shell or interpreter that reads its program from
+// stdin (no script, no -c; bash -s; python3 -) is refused at start: stdin is the job's
+// payload, so the payload would be its program (a string payload "$(touch pwned)" is JSON
+// `"$(touch pwned)"`, which sh runs). Before, checkCommand took these. One with a script
+// file or inline code stays accepted.
+func TestExecRefusesAProgramReadFromStdin(t *testing.T) {
+	for _, argv := range [][]string{
+		{"sh"}, {"bash", "-s", "x"}, {"bash", "-e"}, {"env", "-i", "A=1", "sh"}, {"sh", "--"}, {"sh", "-"},
+		{"python3"}, {"python3", "-u", "-"}, {"perl", "-w"}, {"node", "--"},
+	} {
+		if prog := stdinProgram(argv); prog == "" {
+			t.Errorf("%q: not seen to read its program from stdin", argv)
+		}
+	}
+	for _, argv := range [][]string{
+		{"sh", "./work.sh", "{}"}, {"bash", "-e", "work.sh"}, {"sh", "-c", `echo "$1"`, "_", "{}"}, {"env", "A=1", "sh", "w.sh"},
+		{"python3", "work.py"}, {"python3", "-m", "tool"}, {"python3", "-c", "import sys"}, {"perl", "-ne", "print"},
+		{"cat"}, {"jq", "."}, {"xargs", "sh"},
+	} {
+		if prog := stdinProgram(argv); prog != "" {
+			t.Errorf("%q: refused as reading %q's program from stdin", argv, prog)
+		}
+	}
+	err := testSpec("sh").checkCommand()
+	require.Error(t, err)
+	require.Contains(t, err.Error(), `"sh" reads its program from stdin`)
+}

@@ -858,3 +858,43 @@ def test_a_declared_commands_output_costs_its_tail(tmp_path: Path) -> None:
     late = tmp_path / "late"
     _fabric._shell(f"(sleep 0.5; echo late > {late}) &", str(tmp_path), None, "setup")
     assert late.read_text() == "late\n"
+
+
+def test_a_stopped_command_takes_its_background_process_with_it(tmp_path: Path) -> None:
+    """A declared command whose shell has exited while a process it left in the background
+    still holds its output open is stopped with that process: the whole group is killed,
+    as it is while the shell runs (nothing of an attempt runs on beside its retry). Before,
+    the group was killed only while the shell itself ran, so the background process
+    outlived the stop."""
+    pidfile = tmp_path / "pid"
+    stopped = threading.Event()
+
+    def stop_once_started() -> None:
+        while not pidfile.exists() or not pidfile.read_text().endswith("\n"):
+            if stopped.wait(0.01):
+                return
+        stopped.set()
+
+    threading.Thread(target=stop_once_started, daemon=True).start()
+    pid = 0
+    try:
+        with pytest.raises(_fabric.CommandStopped):
+            _fabric._shell(f"sleep 1000 & echo $! > {pidfile}", str(tmp_path), None, "setup", stopped)
+        pid = int(pidfile.read_text())
+        deadline = time.monotonic() + 60  # a bound on a hang, not a verdict on speed
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not _alive(pid), "the background process outlived its command's stop"
+    finally:
+        stopped.set()
+        if pid and _alive(pid):
+            os.kill(pid, 9)
+
+
+def _alive(pid: int) -> bool:
+    """Whether pid runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -436,8 +436,10 @@ def _shell(cmd: str, cwd: str, env: dict[str, str] | None, what: str, stopped: t
                 for t in tails:
                     t.join(COMMAND_POLL / len(tails))
     finally:
-        if p.returncode is None:
-            # Stopped, or the worker's thread left otherwise: the command's whole group goes.
+        if p.returncode is None or any(t.is_alive() for t in tails):
+            # Stopped, or the worker's thread left otherwise: the command's whole group goes,
+            # with what it left in the background holding its output once it has exited
+            # (its process group outlives it while a member does, so the pid names no other).
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait()
