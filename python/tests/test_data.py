@@ -383,6 +383,34 @@ def test_seqlen_balanced_sampler(d: HttpDispatch, qname: str) -> None:
     run(main())
 
 
+def test_a_python_sampler_object_is_invalid_naming_the_samplers(d: HttpDispatch, qname: str) -> None:
+    """persisting's custom samplers are BaseSampler subclasses (an object with
+    ``sample(ready_indexes, batch_size)``); ours run in the store's transaction and are named
+    by a Sampler. Such an object passed as ``sampler=`` is an InvalidError (field sampler)
+    that names the samplers allowed, and hands nothing out. Before, it was an
+    AttributeError ('… has no attribute body')."""
+
+    class Evens:  # what a persisting BaseSampler subclass looks like
+        def sample(self, ready: list[int], batch_size: int, *a: Any, **k: Any) -> tuple[list[int], list[int]]:
+            s = [i for i in ready if i % 2 == 0][:batch_size]
+            return s, s
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put_batch([{"step": i} for i in range(4)])
+        await q.flush()
+        r = q.reader()
+        for call in (r.get_meta, r.get_batch, q.get_meta, q.get_batch):
+            with pytest.raises(InvalidError) as e:
+                await call(["step"], 2, "t", sampler=Evens())  # type: ignore[arg-type]
+            assert e.value.field == "sampler" and e.value.value == "Evens", e.value
+            assert "SequentialSampler()" in str(e.value) and "Sampler(name, params)" in str(e.value), e.value
+        # Nothing was handed out: the task's first batch is the first two records.
+        assert (await r.get_batch(["step"], 2, "t"))["step"].tolist() == [0, 1]
+
+    run(main())
+
+
 def test_reader_get_reads_its_ranks_shard(d: HttpDispatch, qname: str) -> None:
     async def main() -> None:
         q = Queue(qname, dispatch=d, batch_size=1000)

@@ -508,3 +508,75 @@ def test_data_lifecycle_program(persist_python: str, lakeshore_bin: str, tmp_pat
     ]
     assert "writer attributes ['flush', 'put', 'put_batch', 'queue']" in ours
     assert "len after a put after close 6" in ours and "after the writer [0, 2, 4, 9, 10]" in ours
+
+
+DATA_EXPORTS = """
+import asyncio, tempfile
+from persisting import Queue
+
+def show(label, v):
+    print(label, repr(v), flush=True)
+
+names = {}
+for name in ["BaseSampler", "get_sampled_batch", "LanceBackend", "PersistingBackend"]:
+    try:
+        exec(f"from persisting import {name}", names)
+        show("import " + name, "ok")
+    except ImportError:
+        show("import " + name, "ImportError")
+
+class Evens:  # the shape of a BaseSampler subclass: sample(ready, batch_size) -> (sampled, consumed)
+    def sample(self, ready, batch_size, *args, **kwargs):
+        s = [i for i in ready if i % 2 == 0][:batch_size]
+        return s, s
+
+async def main():
+    q = Queue("exports", storage_path=tempfile.mkdtemp())
+    await q.put_batch([{"step": i} for i in range(6)])
+    await q.flush()
+    reader = q.reader()
+    try:
+        meta = await reader.get_meta(fields=["step"], batch_size=2, task_name="t", sampler=Evens())
+        show("a Python sampler object", meta.global_indexes)
+    except Exception as e:
+        show("a Python sampler object", (type(e).__name__, getattr(e, "field", None)))
+    if "get_sampled_batch" in names:
+        try:
+            show("get_sampled_batch(queue)", await names["get_sampled_batch"](q, Evens(), 2, 0))
+        except TypeError:
+            show("get_sampled_batch(queue)", "TypeError")
+        try:
+            show("get_sampled_batch(reader)", await names["get_sampled_batch"](reader, Evens(), 2, 0))
+        except TypeError:
+            show("get_sampled_batch(reader)", "TypeError")
+
+asyncio.run(main())
+"""
+
+
+def test_data_exports_program(persist_python: str, lakeshore_bin: str, tmp_path: Path) -> None:
+    """persisting 0.3.0's top-level names that lakeshore.data lacks (docs/python.md's
+    issue-24 table, "persisting's other exports"): ``BaseSampler``, ``get_sampled_batch``,
+    ``LanceBackend``, ``PersistingBackend``. Asserted here: theirs imports all four and runs
+    a Python sampler object in ``QueueReader.get_meta``; ``get_sampled_batch`` of their
+    public Queue or QueueReader is a TypeError (it calls ``get_data(meta, fields=…)``,
+    which only their internal backend takes), so it is no helper a user of the public API
+    can call. Ours imports none of the four, and a Python sampler object is an
+    InvalidError naming the field ``sampler`` (an AttributeError before 2026-12-06)."""
+    theirs, ours = both(persist_python, DATA_EXPORTS, tmp_path, lakeshore_bin)
+    assert theirs == [
+        "import BaseSampler 'ok'",
+        "import get_sampled_batch 'ok'",
+        "import LanceBackend 'ok'",
+        "import PersistingBackend 'ok'",
+        "a Python sampler object [0, 2]",
+        "get_sampled_batch(queue) 'TypeError'",
+        "get_sampled_batch(reader) 'TypeError'",
+    ], theirs
+    assert ours == [
+        "import BaseSampler 'ImportError'",
+        "import get_sampled_batch 'ImportError'",
+        "import LanceBackend 'ImportError'",
+        "import PersistingBackend 'ImportError'",
+        "a Python sampler object ('InvalidError', 'sampler')",
+    ], ours

@@ -284,12 +284,13 @@ def _holding_the_first(stubs: list[_Stub]) -> tuple[_Stub, HttpDispatch, threadi
     release = threading.Event()
 
     async def handler(head: bytes, _r: asyncio.StreamReader, w: asyncio.StreamWriter) -> bool:
-        if len(s.requests) == 1:
+        mine = len(s.requests) - 1  # this request's body (later ones may come while it is held)
+        if mine == 0:
             held.set()
             end = time.monotonic() + 30
             while not release.is_set() and time.monotonic() < end:
                 await asyncio.sleep(0.005)
-        w.write(_echo_ids(head, s.bodies[len(s.requests) - 1]))
+        w.write(_echo_ids(head, s.bodies[mine]))
         return True
 
     s, d = _dispatch(stubs, handler)
@@ -684,6 +685,64 @@ def test_a_submit_from_a_signal_handler_during_a_submit_raises_at_once(stubs: li
         signal.pthread_kill(main, signal.SIGUSR1)
         time.sleep(0.05)  # the handler runs at the next bytecode of the main thread
         assert got.get("nested") == msgpack.unpackb(s.bodies[-1])["id"], got
+    finally:
+        signal.signal(signal.SIGUSR1, old_usr1)
+        signal.signal(signal.SIGUSR2, old_usr2)
+        release.set()
+        d.close()
+
+
+def test_a_submit_to_another_queue_from_a_signal_handler_during_a_submit_is_sent(stubs: list[_Stub]) -> None:
+    # The refusal above is for the queue whose submit the handler interrupted (its
+    # combining lock and batcher may be held by the interrupted frame): a handler's submit
+    # to another queue shares nothing the interrupted frame holds (the blocking connections
+    # are kept without a lock) and is sent and answered while the interrupted request is
+    # still held; a submit to the interrupted queue from the same handler is still refused.
+    # Before, every submit from the handler was refused, whichever queue it named.
+    s, d, held, release = _holding_the_first(stubs)
+    q = SyncQueue("q", dispatch=d)
+    other = SyncQueue("other", dispatch=d)
+    got: dict[str, object] = {}
+
+    class Hung(Exception):
+        pass
+
+    def on_usr1(_signum: int, _frame: object) -> None:
+        try:
+            got["other"] = other.submit(2)
+        except BaseException as e:  # noqa: BLE001 - the test reads it
+            got["other_error"] = e
+        try:
+            got["same"] = q.submit(3)
+        except RuntimeError as e:
+            got["same_error"] = e
+        finally:
+            release.set()
+
+    def on_usr2(_signum: int, _frame: object) -> None:
+        raise Hung("the handler's submit waited for the submit it interrupted")
+
+    main = threading.main_thread().ident
+    assert main is not None and threading.get_ident() == main, "signal handlers run on the main thread"
+
+    def signal_when_held() -> None:
+        if held.wait(10):
+            signal.pthread_kill(main, signal.SIGUSR1)
+        if not release.wait(10):
+            signal.pthread_kill(main, signal.SIGUSR2)
+
+    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
+    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
+    try:
+        threading.Thread(target=signal_when_held, daemon=True).start()
+        first = q.submit(1)
+        assert "other_error" not in got, got
+        assert len(s.bodies) == 2, "the handler's submit to the other queue was sent, the same queue's not"
+        assert got.get("other") == msgpack.unpackb(s.bodies[1])["id"], got
+        assert b"/queues/other/" in s.requests[1], s.requests[1]
+        assert "same" not in got and isinstance(got.get("same_error"), RuntimeError), got
+        assert "'q'" in str(got["same_error"]), got["same_error"]
+        assert first == msgpack.unpackb(s.bodies[0])["id"]
     finally:
         signal.signal(signal.SIGUSR1, old_usr1)
         signal.signal(signal.SIGUSR2, old_usr2)

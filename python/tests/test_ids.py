@@ -4,6 +4,8 @@ within a millisecond, and the table-driven encoder against the plain 26-step one
 from __future__ import annotations
 
 import random
+import signal
+import threading
 
 import pytest
 
@@ -68,3 +70,72 @@ def test_an_id_made_while_drawing_is_followed_monotonically(monkeypatch: pytest.
     monkeypatch.setattr(_ids.os, "urandom", urandom)
     assert _ids.new_ulid() == _reference((ms << 80) | 42)
     assert (_ids._last_ms, _ids._last_rand) == (ms, 42)
+
+
+class _SignalInside:
+    """Stands in for ``_ids._lock``: takes the real lock, then sends ``signum`` to the main
+    thread (the caller's own) and returns only once its handler ran, so the handler runs
+    while the interrupted ``new_ulid`` holds the lock."""
+
+    def __init__(self, lock: threading.Lock, signum: int, ran: threading.Event) -> None:
+        self.lock = lock
+        self.signum = signum
+        self.ran = ran
+        self.fired = False
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+        if not self.fired:
+            self.fired = True
+            main = threading.main_thread().ident
+            assert main is not None
+            signal.pthread_kill(main, self.signum)
+            while not self.ran.is_set():  # the handler runs at this loop's next turn
+                pass
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+def test_an_id_made_by_a_signal_handler_inside_new_ulid_is_made_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A SIGUSR1 handler (user code: a SIGTERM handler that submits a last job, whose body
+    # gets a new id) runs while the main thread's new_ulid holds the ids' lock. The
+    # handler's id is made without that lock (fresh random bits), the interrupted one then
+    # completes, and the two differ. Before, the handler waited forever for the lock its
+    # own interrupted frame held (here a watchdog's SIGUSR2 after 10 s ends the wait).
+    assert threading.current_thread() is threading.main_thread(), "signal handlers run on the main thread"
+    ran = threading.Event()
+    got: dict[str, object] = {}
+
+    class Hung(Exception):
+        pass
+
+    def on_usr1(_signum: int, _frame: object) -> None:
+        try:
+            got["nested"] = _ids.new_ulid()
+        finally:
+            ran.set()
+
+    def on_usr2(_signum: int, _frame: object) -> None:
+        raise Hung("the handler's new_ulid waited for the lock its interrupted frame held")
+
+    def watchdog() -> None:
+        if not ran.wait(10):
+            main = threading.main_thread().ident
+            assert main is not None
+            signal.pthread_kill(main, signal.SIGUSR2)
+
+    monkeypatch.setattr(_ids, "_lock", _SignalInside(_ids._lock, signal.SIGUSR1, ran))
+    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
+    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
+    try:
+        threading.Thread(target=watchdog, daemon=True).start()
+        outer = _ids.new_ulid()
+        assert isinstance(got.get("nested"), str), got
+        nested = str(got["nested"])
+        assert _ids.is_ulid(outer) and _ids.is_ulid(nested) and outer != nested
+        assert _ids.new_ulid() > outer  # the monotonic sequence goes on from the interrupted id
+    finally:
+        ran.set()
+        signal.signal(signal.SIGUSR1, old_usr1)
+        signal.signal(signal.SIGUSR2, old_usr2)

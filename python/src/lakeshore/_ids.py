@@ -20,6 +20,12 @@ _last_rand = 0
 _prefix: tuple[int, str] = (-1, "")
 
 
+_making = threading.local()
+"""``active`` is set on a thread while it is inside :func:`new_ulid`'s monotonic part: a
+signal handler (or a finalizer) that runs there and makes an id itself must not wait for
+``_lock``, which its own interrupted frame may hold until the handler returns."""
+
+
 def _after_fork() -> None:
     global _lock
     _lock = threading.Lock()
@@ -30,27 +36,43 @@ os.register_at_fork(after_in_child=_after_fork)
 
 def new_ulid() -> str:
     """A new ULID: 48 bits of Unix milliseconds and 80 random bits, 26 Crockford base32
-    characters. Ids made in the same millisecond by one process increase monotonically."""
-    global _last_ms, _last_rand, _prefix
+    characters. Ids made in the same millisecond by one process increase monotonically,
+    except one made by a signal handler (or a finalizer) that interrupted this function on
+    its own thread: that one has fresh random bits, without waiting for the lock the
+    interrupted call may hold (it would wait forever: that call goes on only once the
+    handler returns)."""
+    global _last_ms, _last_rand
     ms = time.time_ns() // 1_000_000
+    if getattr(_making, "active", False):
+        return _encode(ms, int.from_bytes(os.urandom(10), "big"))
     drawn = None  # fresh random bits, drawn outside the lock
-    while True:
-        with _lock:
-            if ms <= _last_ms and _last_rand < (1 << 80) - 1:
-                ms = _last_ms
-                rand = _last_rand + 1
-            elif drawn is not None:
-                rand = drawn
-            else:
-                rand = -1
-            if rand >= 0:
-                _last_ms, _last_rand = ms, rand
-                break
-        # A new millisecond: os.urandom lets go of the GIL for its system call, so it is
-        # made without the lock held (with it held, the threads submitting at once queued
-        # on the lock, each then woken by the OS); another thread may have moved on
-        # meanwhile, then the bits are unused and the id follows that thread's.
-        drawn = int.from_bytes(os.urandom(10), "big")
+    _making.active = True
+    try:
+        while True:
+            with _lock:
+                if ms <= _last_ms and _last_rand < (1 << 80) - 1:
+                    ms = _last_ms
+                    rand = _last_rand + 1
+                elif drawn is not None:
+                    rand = drawn
+                else:
+                    rand = -1
+                if rand >= 0:
+                    _last_ms, _last_rand = ms, rand
+                    break
+            # A new millisecond: os.urandom lets go of the GIL for its system call, so it
+            # is made without the lock held (with it held, the threads submitting at once
+            # queued on the lock, each then woken by the OS); another thread may have moved
+            # on meanwhile, then the bits are unused and the id follows that thread's.
+            drawn = int.from_bytes(os.urandom(10), "big")
+    finally:
+        _making.active = False
+    return _encode(ms, rand)
+
+
+def _encode(ms: int, rand: int) -> str:
+    """The ULID of ``ms`` milliseconds and 80 bits ``rand``."""
+    global _prefix
     p = _PAIRS
     at, prefix = _prefix
     if at != ms:

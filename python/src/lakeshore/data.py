@@ -106,7 +106,16 @@ _FORMATS = ("numpy", "torch", "tensordict")
 
 @dataclasses.dataclass(frozen=True)
 class Sampler:
-    """Which records a reader's :meth:`~Reader.get_meta` picks (the server's samplers)."""
+    """Which records a reader's :meth:`~Reader.get_meta` picks (the server's samplers).
+
+    A sampler runs in the store, inside the transaction that hands the records out, so
+    concurrent readers of one task never pick the same record. The built-in ones are made
+    by :func:`SequentialSampler`, :func:`RankAwareSampler`, :func:`GRPOGroupNSampler` and
+    :func:`SeqlenBalancedSampler`. A custom sampler (what persisting's ``BaseSampler``
+    subclasses are) is written in Go and added to the server's stores
+    (``persist.DefaultSamplers().With(name, factory)`` in their ``Config.Samplers``); a
+    reader names it with ``Sampler(name, params)``. A Python object with a ``sample``
+    method is refused (:class:`~lakeshore.errors.InvalidError`, field ``sampler``)."""
 
     name: str = "sequential"
     params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -117,6 +126,25 @@ class Sampler:
         if self.params:
             out["params"] = dict(self.params)
         return out
+
+
+def _sampler_body(sampler: Any) -> dict[str, Any]:
+    """The ``sampler`` field of a meta request for ``sampler`` (None: sequential). Raises
+    InvalidError for anything but a :class:`Sampler`: a Python sampler class (persisting's
+    ``BaseSampler`` subclass) cannot run in the store's transaction."""
+    if sampler is None:
+        return SequentialSampler().body()
+    if not isinstance(sampler, Sampler):
+        raise errors.InvalidError(
+            f"invalid sampler {type(sampler).__name__!r}: want a lakeshore.data.Sampler, as SequentialSampler(), "
+            "RankAwareSampler(), GRPOGroupNSampler(…), SeqlenBalancedSampler(…) return, or Sampler(name, params) "
+            "for one the server's stores register; a Python sampler class (persisting's BaseSampler) is not run: "
+            "samplers run in the store, so concurrent readers never pick the same record",
+            field="sampler",
+            value=type(sampler).__name__,
+            rule="a lakeshore.data.Sampler",
+        )
+    return sampler.body()
 
 
 def SequentialSampler() -> Sampler:
@@ -1665,7 +1693,7 @@ class Reader:
             "batch_size": _integer("batch_size", batch_size),
             "task": task_name,
             "partition": part,
-            "sampler": (sampler or SequentialSampler()).body(),
+            "sampler": _sampler_body(sampler),
             "wait": bool(wait),
             "dp_rank": self.rank,
             "batch_index": step,

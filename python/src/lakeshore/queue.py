@@ -775,9 +775,12 @@ request they join spares the daemon a request and a commit (docs/benchmarks-pyth
 
 
 _submitting = threading.local()
-"""``active`` is set on a thread while it is inside :meth:`QueueCore.submit_blocking` (of
-any queue: a submit from a signal handler is refused whichever queue's submit it
-interrupted)."""
+"""``cores`` is the set of the queues (:class:`QueueCore` objects, by ``id``) whose
+:meth:`QueueCore.submit_blocking` a thread is inside: a submit from a signal handler (or a
+finalizer) is refused when it interrupted a submit of the same queue object, whose
+combining lock and submit batcher the interrupted frame may hold; a submit to another
+queue shares nothing with it that a frame holds (the blocking connections are kept without
+a lock, the client loop's start under a reentrant one) and goes as usual."""
 
 
 class _Combining:
@@ -1001,25 +1004,31 @@ class QueueCore:
 
         Raises:
             RuntimeError: called on the client loop's own thread, or on a thread whose own
-                blocking submit it interrupted (a signal handler, or a finalizer, run in
-                the middle of it): that submit may hold the locks this one needs, or be
-                the request in flight this one would wait behind, and it goes on only
-                once the handler returns. Raised at once, sending nothing."""
+                blocking submit to this queue object it interrupted (a signal handler, or
+                a finalizer, run in the middle of it): that submit may hold this queue's
+                combining lock or its batcher's, or be the request in flight this one
+                would wait behind, and it goes on only once the handler returns. Raised at
+                once, sending nothing. A submit to another queue object from such a
+                handler is sent as usual."""
         portal = self.dispatch._portal
         if portal.in_portal():
             return wait_future(portal, lambda: self.submit_future(body))  # raises RuntimeError, sends nothing
-        if getattr(_submitting, "active", False):
+        cores: set[int] | None = getattr(_submitting, "cores", None)
+        if cores is None:
+            cores = _submitting.cores = set()
+        me = id(self)
+        if me in cores:
             raise RuntimeError(
                 f"submit to queue {self.name!r} from a signal handler (or a finalizer) that interrupted a "
-                "submit of the same thread: it would wait for that submit, which goes on only once the "
+                "submit to this queue on the same thread: it would wait for that submit, which goes on only once the "
                 "handler returns; set a flag in the handler and submit after it returns, or have another "
                 "thread submit without waiting for it in the handler"
             )
         try:
-            _submitting.active = True  # inside the try: an interrupt right after it clears it
+            cores.add(me)  # inside the try: an interrupt right after it clears it
             return self._submit_combined(body)
         finally:
-            _submitting.active = False
+            cores.discard(me)
 
     def _submit_combined(self, body: dict[str, Any]) -> str:
         """:meth:`submit_blocking` on a thread of its caller's (not in a submit already)."""
