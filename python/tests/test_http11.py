@@ -10,9 +10,11 @@ import asyncio
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any
 
 import httpx
 import msgpack
@@ -968,3 +970,73 @@ def test_an_abandoned_claims_answer_that_comes_as_its_wait_ends_is_kept(monkeypa
     finally:
         listener.close()
         server.join(5)
+
+
+def test_a_loop_start_interrupted_at_any_bytecode_leaves_one_loop_on_its_own_thread() -> None:
+    # A signal handler runs between two bytecodes of the thread it interrupts. Here the
+    # handler's work (starting the portal's loop, as any dispatch call does) is run from an
+    # opcode tracer at each bytecode boundary of the main thread's Portal.loop in turn, the
+    # same point a real signal handler may run at. Whatever the boundary, one loop must be
+    # left running, and the portal's thread must be that loop's (in_portal true on it).
+    # Before, the start checked for a loop, then stored its thread, then its loop: a handler
+    # run between those stores left the handler's thread paired with the start's loop
+    # (in_portal false on the portal's own loop, so a blocking call made there hung instead
+    # of raising), and one run between the check and the stores left its loop running for
+    # ever, unreachable.
+    from lakeshore._transport import Portal
+
+    code = Portal.loop.fget.__code__  # type: ignore[attr-defined]
+    boundary = 0
+    while True:
+        portal = Portal(name="lakeshore-portal-bytecode-test")
+        count = 0
+        fired: list[asyncio.AbstractEventLoop] = []
+        made: list[asyncio.AbstractEventLoop] = []
+        real_new = asyncio.new_event_loop
+
+        def new_event_loop() -> asyncio.AbstractEventLoop:
+            loop = real_new()
+            made.append(loop)
+            return loop
+
+        def local(frame: Any, event: str, _arg: Any) -> Any:
+            nonlocal count
+            if event == "opcode":
+                if count == boundary and not fired:
+                    fired.append(portal.loop)  # what the handler's dispatch call does
+                count += 1
+            return local
+
+        def tracer(frame: Any, event: str, _arg: Any) -> Any:
+            if frame.f_code is code and not fired and count == 0:
+                frame.f_trace_opcodes = True
+                return local
+            return None
+
+        asyncio.new_event_loop = new_event_loop  # type: ignore[assignment]
+        sys.settrace(tracer)
+        try:
+            loop = portal.loop
+        finally:
+            sys.settrace(None)
+            asyncio.new_event_loop = real_new  # type: ignore[assignment]
+        try:
+            if fired:
+                assert fired[0] is loop, f"boundary {boundary}: the handler and the start use different loops"
+
+            async def on_loop() -> bool:
+                return portal.in_portal()
+
+            assert asyncio.run_coroutine_threadsafe(on_loop(), loop).result(10), (
+                f"boundary {boundary}: the portal's thread is not its loop's"
+            )
+            for other in made:
+                if other is not loop:
+                    # The start that lost stops its loop; a loop left running is leaked.
+                    _wait_until(lambda: other.is_closed(), f"boundary {boundary}: a second loop to end")
+        finally:
+            portal.close()
+        if not fired:
+            break  # the start ended before this boundary: every one was tried
+        boundary += 1
+    assert boundary > 10
