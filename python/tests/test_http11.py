@@ -169,7 +169,7 @@ def _idle_close_seen(d: HttpDispatch, surface: str) -> bool:
     dropped it from its pool (eof_received)."""
     server = d._transport._servers[0]
     if surface == "sync":
-        blocking = server._blocking
+        blocking = server._blocking.get(os.getpid())
         assert blocking is not None and len(blocking._idle) == 1
         return blocking._idle[0].stale(time.monotonic())
     hot = server._hot
@@ -985,44 +985,23 @@ def test_a_loop_start_interrupted_at_any_bytecode_leaves_one_loop_on_its_own_thr
     # ever, unreachable.
     from lakeshore._transport import Portal
 
-    code = Portal.loop.fget.__code__  # type: ignore[attr-defined]
-    boundary = 0
-    while True:
-        portal = Portal(name="lakeshore-portal-bytecode-test")
-        count = 0
-        fired: list[asyncio.AbstractEventLoop] = []
-        made: list[asyncio.AbstractEventLoop] = []
-        real_new = asyncio.new_event_loop
+    portals: list[Portal] = []
+    made: list[asyncio.AbstractEventLoop] = []
+    real_new = asyncio.new_event_loop
 
-        def new_event_loop() -> asyncio.AbstractEventLoop:
-            loop = real_new()
-            made.append(loop)
-            return loop
+    def new_event_loop() -> asyncio.AbstractEventLoop:
+        made.append(real_new())
+        return made[-1]
 
-        def local(frame: Any, event: str, _arg: Any) -> Any:
-            nonlocal count
-            if event == "opcode":
-                if count == boundary and not fired:
-                    fired.append(portal.loop)  # what the handler's dispatch call does
-                count += 1
-            return local
+    def start() -> asyncio.AbstractEventLoop:
+        made.clear()
+        portals.append(Portal(name="lakeshore-portal-bytecode-test"))
+        return portals[-1].loop
 
-        def tracer(frame: Any, event: str, _arg: Any) -> Any:
-            if frame.f_code is code and not fired and count == 0:
-                frame.f_trace_opcodes = True
-                return local
-            return None
-
-        asyncio.new_event_loop = new_event_loop  # type: ignore[assignment]
-        sys.settrace(tracer)
+    def one_loop(boundary: int, loop: asyncio.AbstractEventLoop, handlers: asyncio.AbstractEventLoop) -> None:
+        portal = portals[-1]
         try:
-            loop = portal.loop
-        finally:
-            sys.settrace(None)
-            asyncio.new_event_loop = real_new  # type: ignore[assignment]
-        try:
-            if fired:
-                assert fired[0] is loop, f"boundary {boundary}: the handler and the start use different loops"
+            assert handlers is loop, f"boundary {boundary}: the handler and the start use different loops"
 
             async def on_loop() -> bool:
                 return portal.in_portal()
@@ -1036,7 +1015,78 @@ def test_a_loop_start_interrupted_at_any_bytecode_leaves_one_loop_on_its_own_thr
                     _wait_until(lambda: other.is_closed(), f"boundary {boundary}: a second loop to end")
         finally:
             portal.close()
+
+    asyncio.new_event_loop = new_event_loop
+    try:
+        code = Portal.loop.fget.__code__  # type: ignore[attr-defined]
+        n = _at_each_boundary(code, start, lambda: portals[-1].loop, one_loop)
+    finally:
+        asyncio.new_event_loop = real_new
+        for p in portals:
+            p.close()
+    assert n > 10
+
+
+def _at_each_boundary(code: Any, outer: Callable[[], Any], inner: Callable[[], Any], check: Callable[[int, Any, Any], None]) -> int:
+    """Run ``outer`` once per bytecode boundary of its frame of ``code``, with ``inner`` run
+    at that boundary (from an opcode tracer, on the same thread): the point at which a
+    signal handler, or another thread switched to by the interpreter, may run. ``check``
+    gets the boundary and both outcomes. Returns the number of boundaries tried."""
+    boundary = 0
+    while True:
+        count = 0
+        fired: list[Any] = []
+
+        def local(frame: Any, event: str, _arg: Any) -> Any:
+            nonlocal count
+            if event == "opcode":
+                if count == boundary and not fired:
+                    fired.append(inner())
+                count += 1
+            return local
+
+        def tracer(frame: Any, event: str, _arg: Any) -> Any:
+            if frame.f_code is code and not fired and count == 0:
+                frame.f_trace_opcodes = True
+                return local
+            return None
+
+        sys.settrace(tracer)
+        try:
+            got = outer()
+        finally:
+            sys.settrace(None)
         if not fired:
-            break  # the start ended before this boundary: every one was tried
+            return boundary
+        check(boundary, got, fired[0])
         boundary += 1
-    assert boundary > 10
+
+
+def test_blocking_pools_made_at_once_are_one_and_a_close_at_any_point_closes_them() -> None:
+    # The blocking connections' pool is made on first use (again in a forked child). Two
+    # threads making it at once must get the same pool: before, each stored its own and the
+    # one overwritten kept its connections out of close_blocking's reach. A close_blocking
+    # run at any point of the making must leave no open pool behind: before, one run between
+    # the making's closed check and its store found no pool to close, and the pool stored
+    # after was handed out and kept open connections after the close.
+    from lakeshore._transport import _Server
+
+    code = _Server.blocking_pool.__code__
+    servers: list[_Server] = []
+
+    def fresh() -> _Server:
+        servers.append(_Server("http://127.0.0.1:9", None, 1.0, None))
+        return servers[-1]
+
+    def same_pool(boundary: int, outer: Any, inner: Any) -> None:
+        assert outer is inner, f"boundary {boundary}: two pools for one process"
+
+    n = _at_each_boundary(code, lambda: fresh().blocking_pool(), lambda: servers[-1].blocking_pool(), same_pool)
+    assert n > 5
+
+    def closed_after(boundary: int, outer: Any, _inner: Any) -> None:
+        assert outer is None or outer.closed, f"boundary {boundary}: an open pool handed out after the close"
+        assert servers[-1].blocking_pool() is None
+
+    n = _at_each_boundary(code, lambda: fresh().blocking_pool(), lambda: servers[-1].close_blocking(), closed_after)
+    assert n > 5

@@ -743,7 +743,9 @@ class _Server:
         self._hot: _http11.Pool | None = None
         self._hot_slots: tuple[asyncio.Semaphore, asyncio.Semaphore] | None = None
         self._hot_pid = 0
-        self._blocking: _http11.BlockingPool | None = None
+        # The blocking connections, one pool per process (a forked child makes its own),
+        # published with one dict.setdefault so that threads starting at once share one.
+        self._blocking: dict[int, _http11.BlockingPool] = {}
         self._closed = False
 
     def _new_client(self, max_connections: int) -> httpx.AsyncClient:
@@ -808,19 +810,25 @@ class _Server:
     def blocking_pool(self) -> _http11.BlockingPool | None:
         """The blocking connections of this process for calls on the caller's thread, or
         None once the server's connections are closed."""
-        pool = self._blocking
-        if pool is None or pool.pid != os.getpid():
+        pid = os.getpid()
+        pool = self._blocking.get(pid)
+        if pool is None:
             if self._closed:
                 return None
-            pool = self._blocking = _http11.BlockingPool(self.endpoint())
+            # One step: two threads making the first pool at once get the same one (the
+            # connections of a pool that lost would be kept by no one).
+            pool = self._blocking.setdefault(pid, _http11.BlockingPool(self.endpoint()))
+            if self._closed:  # close_blocking ran since the check and may have missed it
+                pool.close()
+                return None
         return None if pool.closed else pool
 
     def close_blocking(self) -> None:
         """Close the blocking connections (from any thread); later blocking calls go the
         portal's way."""
-        self._closed = True
-        blocking = self._blocking
-        if blocking is not None and blocking.pid == os.getpid():
+        self._closed = True  # before the pool is read: a pool made after sees it
+        blocking = self._blocking.get(os.getpid())
+        if blocking is not None:
             blocking.close()
 
     async def aclose(self) -> None:
