@@ -192,4 +192,9 @@ func TestUsageHintNamesTheVerb(t *testing.T) {
 		require.Equal(t, exitUsage, code, args)
 		require.True(t, strings.HasSuffix(errs, "\nRun '"+want+" --help' for usage.\n"), "%s: %q", args, errs)
 	}
+	// A group without its subcommand: the hint once, not once in the message and again
+	// in the line after it (both named 'lakeshore queue --help' once the hint named the verb).
+	_, errs, code := c.run("", "queue")
+	require.Equal(t, exitUsage, code)
+	require.Equal(t, "lakeshore: lakeshore queue needs a subcommand\nRun 'lakeshore queue --help' for usage.\n", errs)
 }
