@@ -1090,3 +1090,43 @@ def test_blocking_pools_made_at_once_are_one_and_a_close_at_any_point_closes_the
 
     n = _at_each_boundary(code, lambda: fresh().blocking_pool(), lambda: servers[-1].close_blocking(), closed_after)
     assert n > 5
+
+
+def test_a_close_run_at_any_bytecode_of_the_loop_start_leaves_no_loop_running() -> None:
+    # A handler (or a finalizer) that closes the dispatch while its thread is starting the
+    # portal's loop: whatever the boundary, the start raises closed or returns a loop the
+    # close then stops, and no loop is left running. Before, a close run between the
+    # start's check and its stores found no loop to stop, and the start then published one
+    # on a closed portal that nothing would ever stop.
+    from lakeshore._transport import Portal
+
+    portals: list[Portal] = []
+    made: list[asyncio.AbstractEventLoop] = []
+    real_new = asyncio.new_event_loop
+
+    def new_event_loop() -> asyncio.AbstractEventLoop:
+        made.append(real_new())
+        return made[-1]
+
+    def start() -> object:
+        made.clear()
+        portals.append(Portal(name="lakeshore-portal-bytecode-test"))
+        try:
+            return portals[-1].loop
+        except errors.DispatchError as e:
+            return e.code
+
+    def none_running(boundary: int, got: object, _inner: object) -> None:
+        # No close again here: a second close would stop a loop the first one missed.
+        for loop in made:
+            _wait_until(lambda: loop.is_closed(), f"boundary {boundary}: a loop left running ({got!r})")
+
+    asyncio.new_event_loop = new_event_loop
+    try:
+        code = Portal.loop.fget.__code__  # type: ignore[attr-defined]
+        n = _at_each_boundary(code, start, lambda: portals[-1].close(), none_running)
+    finally:
+        asyncio.new_event_loop = real_new
+        for p in portals:
+            p.close()
+    assert n > 10
