@@ -1130,3 +1130,47 @@ def test_a_close_run_at_any_bytecode_of_the_loop_start_leaves_no_loop_running() 
         for p in portals:
             p.close()
     assert n > 10
+
+
+def test_a_blocking_pool_close_at_any_bytecode_of_a_check_in_leaves_no_socket_open() -> None:
+    # The lock-free pool's close (BlockingPool.close: closed, then the idle ones taken) and a
+    # check-in (append, then closed checked again) run at each other's every bytecode
+    # boundary, as another thread or a signal handler may: the connection checked in is
+    # closed at the end either way, and the pool keeps none.
+    def pair() -> tuple[_http11.BlockingPool, socket.socket]:
+        a, b = socket.socketpair()
+        b.close()
+        return _http11.BlockingPool(Endpoint.of("http://127.0.0.1:9", uds=None, token=None, connect_timeout=1.0)), a
+
+    pools: list[tuple[_http11.BlockingPool, socket.socket]] = []
+
+    def check_in() -> None:
+        pools.append(pair())
+        pool, sock = pools[-1]
+        pool._checkin(_http11._BlockingConnection(sock))
+
+    def close_first() -> None:
+        pools.append(pair())
+        pools[-1][0].close()
+
+    def none_open(boundary: int, _outer: object, _inner: object) -> None:
+        pool, sock = pools[-1]
+        assert sock.fileno() == -1 and not pool._idle, f"boundary {boundary}: a connection kept after close"
+
+    try:
+        assert _at_each_boundary(_http11.BlockingPool._checkin.__code__, check_in, lambda: pools[-1][0].close(), none_open) > 5
+    finally:
+        for pool, sock in pools:
+            pool.close()
+            sock.close()
+
+    def check_in_now() -> None:
+        _a, sock = pools[-1]
+        pools[-1][0]._checkin(_http11._BlockingConnection(sock))
+
+    try:
+        assert _at_each_boundary(_http11.BlockingPool.close.__code__, close_first, check_in_now, none_open) > 2
+    finally:
+        for pool, sock in pools:
+            pool.close()
+            sock.close()
