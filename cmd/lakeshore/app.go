@@ -350,7 +350,7 @@ func badInput(err error) bool {
 // subcommand it is a usage error (exit 2), not help with exit 0.
 func unknownSubcommand(c *cobra.Command, args []string) error {
 	if len(args) == 0 {
-		return usagef("%s needs a subcommand; see '%s --help'", c.CommandPath(), c.CommandPath())
+		return usagef("%s needs a subcommand", c.CommandPath()) // the hint line after it names c's help
 	}
 	if c.SuggestionsMinimumDistance <= 0 {
 		c.SuggestionsMinimumDistance = 2 // cobra's default, which only its own path sets

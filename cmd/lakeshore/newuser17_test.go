@@ -88,6 +88,12 @@ func TestQueueGetSaysNoneForNoLimit(t *testing.T) {
 		"deadline cutoff    1m0s", "concurrency limit  2 per key"} {
 		require.Contains(t, get, line)
 	}
+	// A key's own limit of 0 is no limit too (the key runs unbounded under a queue-wide
+	// limit of 2): it read 'key "big" limit 0', a key that runs nothing.
+	c.ok("queue", "set", "q", "--concurrency-limit", "2", "--key-limit", "big=0", "--key-limit", "small=1")
+	get = c.ok("queue", "get", "q")
+	require.Regexp(t, `key "big" limit\s+none\n`, get)
+	require.Regexp(t, `key "small" limit\s+1\n`, get)
 }
 
 // TestDataVerbsCountInGoodEnglish: `data put` of one record printed "put 1 records: indexes
@@ -186,4 +192,9 @@ func TestUsageHintNamesTheVerb(t *testing.T) {
 		require.Equal(t, exitUsage, code, args)
 		require.True(t, strings.HasSuffix(errs, "\nRun '"+want+" --help' for usage.\n"), "%s: %q", args, errs)
 	}
+	// A group without its subcommand: the hint once, not once in the message and again
+	// in the line after it (both named 'lakeshore queue --help' once the hint named the verb).
+	_, errs, code := c.run("", "queue")
+	require.Equal(t, exitUsage, code)
+	require.Equal(t, "lakeshore: lakeshore queue needs a subcommand\nRun 'lakeshore queue --help' for usage.\n", errs)
 }

@@ -338,7 +338,8 @@ func (a *app) printAdmission(c *cobra.Command, q *lakeshore.Queue) error {
 		tw.row("key rate limit", fmt.Sprintf("%g/s burst %d per key", ad.KeyRateLimit, ad.KeyBurst))
 	}
 	for _, k := range slices.Sorted(maps.Keys(ad.ConcurrencyLimits)) {
-		tw.row(fmt.Sprintf("  key %q limit", k), ad.ConcurrencyLimits[k])
+		n := ad.ConcurrencyLimits[k]
+		tw.row(fmt.Sprintf("  key %q limit", k), noneIfZero(n, fmt.Sprint(n))) // 0: the key has no limit
 	}
 	for _, k := range slices.Sorted(maps.Keys(ad.KeyWeights)) {
 		tw.row(fmt.Sprintf("  key %q weight", k), fmt.Sprintf("%g", ad.KeyWeights[k]))

@@ -10,9 +10,11 @@ import asyncio
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any
 
 import httpx
 import msgpack
@@ -167,7 +169,7 @@ def _idle_close_seen(d: HttpDispatch, surface: str) -> bool:
     dropped it from its pool (eof_received)."""
     server = d._transport._servers[0]
     if surface == "sync":
-        blocking = server._blocking
+        blocking = server._blocking.get(os.getpid())
         assert blocking is not None and len(blocking._idle) == 1
         return blocking._idle[0].stale(time.monotonic())
     hot = server._hot
@@ -1027,3 +1029,207 @@ def test_an_abandoned_claims_answer_that_comes_as_its_wait_ends_is_kept(monkeypa
     finally:
         listener.close()
         server.join(5)
+
+
+def test_a_loop_start_interrupted_at_any_bytecode_leaves_one_loop_on_its_own_thread() -> None:
+    # A signal handler runs between two bytecodes of the thread it interrupts. Here the
+    # handler's work (starting the portal's loop, as any dispatch call does) is run from an
+    # opcode tracer at each bytecode boundary of the main thread's Portal.loop in turn, the
+    # same point a real signal handler may run at. Whatever the boundary, one loop must be
+    # left running, and the portal's thread must be that loop's (in_portal true on it).
+    # Before, the start checked for a loop, then stored its thread, then its loop: a handler
+    # run between those stores left the handler's thread paired with the start's loop
+    # (in_portal false on the portal's own loop, so a blocking call made there hung instead
+    # of raising), and one run between the check and the stores left its loop running for
+    # ever, unreachable.
+    from lakeshore._transport import Portal
+
+    portals: list[Portal] = []
+    made: list[asyncio.AbstractEventLoop] = []
+    real_new = asyncio.new_event_loop
+
+    def new_event_loop() -> asyncio.AbstractEventLoop:
+        made.append(real_new())
+        return made[-1]
+
+    def start() -> asyncio.AbstractEventLoop:
+        made.clear()
+        portals.append(Portal(name="lakeshore-portal-bytecode-test"))
+        return portals[-1].loop
+
+    def one_loop(boundary: int, loop: asyncio.AbstractEventLoop, handlers: asyncio.AbstractEventLoop) -> None:
+        portal = portals[-1]
+        try:
+            assert handlers is loop, f"boundary {boundary}: the handler and the start use different loops"
+
+            async def on_loop() -> bool:
+                return portal.in_portal()
+
+            assert asyncio.run_coroutine_threadsafe(on_loop(), loop).result(10), (
+                f"boundary {boundary}: the portal's thread is not its loop's"
+            )
+            for other in made:
+                if other is not loop:
+                    # The start that lost stops its loop; a loop left running is leaked.
+                    _wait_until(lambda: other.is_closed(), f"boundary {boundary}: a second loop to end")
+        finally:
+            portal.close()
+
+    asyncio.new_event_loop = new_event_loop
+    try:
+        code = Portal.loop.fget.__code__  # type: ignore[attr-defined]
+        n = _at_each_boundary(code, start, lambda: portals[-1].loop, one_loop)
+    finally:
+        asyncio.new_event_loop = real_new
+        for p in portals:
+            p.close()
+    assert n > 10
+
+
+def _at_each_boundary(code: Any, outer: Callable[[], Any], inner: Callable[[], Any], check: Callable[[int, Any, Any], None]) -> int:
+    """Run ``outer`` once per bytecode boundary of its frame of ``code``, with ``inner`` run
+    at that boundary (from an opcode tracer, on the same thread): the point at which a
+    signal handler, or another thread switched to by the interpreter, may run. ``check``
+    gets the boundary and both outcomes. Returns the number of boundaries tried."""
+    boundary = 0
+    while True:
+        count = 0
+        fired: list[Any] = []
+
+        def local(frame: Any, event: str, _arg: Any) -> Any:
+            nonlocal count
+            if event == "opcode":
+                if count == boundary and not fired:
+                    fired.append(inner())
+                count += 1
+            return local
+
+        def tracer(frame: Any, event: str, _arg: Any) -> Any:
+            if frame.f_code is code and not fired and count == 0:
+                frame.f_trace_opcodes = True
+                return local
+            return None
+
+        sys.settrace(tracer)
+        try:
+            got = outer()
+        finally:
+            sys.settrace(None)
+        if not fired:
+            return boundary
+        check(boundary, got, fired[0])
+        boundary += 1
+
+
+def test_blocking_pools_made_at_once_are_one_and_a_close_at_any_point_closes_them() -> None:
+    # The blocking connections' pool is made on first use (again in a forked child). Two
+    # threads making it at once must get the same pool: before, each stored its own and the
+    # one overwritten kept its connections out of close_blocking's reach. A close_blocking
+    # run at any point of the making must leave no open pool behind: before, one run between
+    # the making's closed check and its store found no pool to close, and the pool stored
+    # after was handed out and kept open connections after the close.
+    from lakeshore._transport import _Server
+
+    code = _Server.blocking_pool.__code__
+    servers: list[_Server] = []
+
+    def fresh() -> _Server:
+        servers.append(_Server("http://127.0.0.1:9", None, 1.0, None))
+        return servers[-1]
+
+    def same_pool(boundary: int, outer: Any, inner: Any) -> None:
+        assert outer is inner, f"boundary {boundary}: two pools for one process"
+
+    n = _at_each_boundary(code, lambda: fresh().blocking_pool(), lambda: servers[-1].blocking_pool(), same_pool)
+    assert n > 5
+
+    def closed_after(boundary: int, outer: Any, _inner: Any) -> None:
+        assert outer is None or outer.closed, f"boundary {boundary}: an open pool handed out after the close"
+        assert servers[-1].blocking_pool() is None
+
+    n = _at_each_boundary(code, lambda: fresh().blocking_pool(), lambda: servers[-1].close_blocking(), closed_after)
+    assert n > 5
+
+
+def test_a_close_run_at_any_bytecode_of_the_loop_start_leaves_no_loop_running() -> None:
+    # A handler (or a finalizer) that closes the dispatch while its thread is starting the
+    # portal's loop: whatever the boundary, the start raises closed or returns a loop the
+    # close then stops, and no loop is left running. Before, a close run between the
+    # start's check and its stores found no loop to stop, and the start then published one
+    # on a closed portal that nothing would ever stop.
+    from lakeshore._transport import Portal
+
+    portals: list[Portal] = []
+    made: list[asyncio.AbstractEventLoop] = []
+    real_new = asyncio.new_event_loop
+
+    def new_event_loop() -> asyncio.AbstractEventLoop:
+        made.append(real_new())
+        return made[-1]
+
+    def start() -> object:
+        made.clear()
+        portals.append(Portal(name="lakeshore-portal-bytecode-test"))
+        try:
+            return portals[-1].loop
+        except errors.DispatchError as e:
+            return e.code
+
+    def none_running(boundary: int, got: object, _inner: object) -> None:
+        # No close again here: a second close would stop a loop the first one missed.
+        for loop in made:
+            _wait_until(lambda: loop.is_closed(), f"boundary {boundary}: a loop left running ({got!r})")
+
+    asyncio.new_event_loop = new_event_loop
+    try:
+        code = Portal.loop.fget.__code__  # type: ignore[attr-defined]
+        n = _at_each_boundary(code, start, lambda: portals[-1].close(), none_running)
+    finally:
+        asyncio.new_event_loop = real_new
+        for p in portals:
+            p.close()
+    assert n > 10
+
+
+def test_a_blocking_pool_close_at_any_bytecode_of_a_check_in_leaves_no_socket_open() -> None:
+    # The lock-free pool's close (BlockingPool.close: closed, then the idle ones taken) and a
+    # check-in (append, then closed checked again) run at each other's every bytecode
+    # boundary, as another thread or a signal handler may: the connection checked in is
+    # closed at the end either way, and the pool keeps none.
+    def pair() -> tuple[_http11.BlockingPool, socket.socket]:
+        a, b = socket.socketpair()
+        b.close()
+        return _http11.BlockingPool(Endpoint.of("http://127.0.0.1:9", uds=None, token=None, connect_timeout=1.0)), a
+
+    pools: list[tuple[_http11.BlockingPool, socket.socket]] = []
+
+    def check_in() -> None:
+        pools.append(pair())
+        pool, sock = pools[-1]
+        pool._checkin(_http11._BlockingConnection(sock))
+
+    def close_first() -> None:
+        pools.append(pair())
+        pools[-1][0].close()
+
+    def none_open(boundary: int, _outer: object, _inner: object) -> None:
+        pool, sock = pools[-1]
+        assert sock.fileno() == -1 and not pool._idle, f"boundary {boundary}: a connection kept after close"
+
+    try:
+        assert _at_each_boundary(_http11.BlockingPool._checkin.__code__, check_in, lambda: pools[-1][0].close(), none_open) > 5
+    finally:
+        for pool, sock in pools:
+            pool.close()
+            sock.close()
+
+    def check_in_now() -> None:
+        _a, sock = pools[-1]
+        pools[-1][0]._checkin(_http11._BlockingConnection(sock))
+
+    try:
+        assert _at_each_boundary(_http11.BlockingPool.close.__code__, close_first, check_in_now, none_open) > 2
+    finally:
+        for pool, sock in pools:
+            pool.close()
+            sock.close()

@@ -166,8 +166,10 @@ class Portal:
         # Reentrant: a signal handler (or a finalizer) that calls the dispatch while its
         # thread is starting the loop under this lock starts one itself (see loop).
         self._lock = threading.RLock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        # The running loop and its thread, under the one key "loop": published with one
+        # dict.setdefault and taken with one pop, each a single step a signal handler cannot
+        # split (see loop).
+        self._started: dict[str, tuple[asyncio.AbstractEventLoop, threading.Thread]] = {}
         self._pid = os.getpid()
         self._closed = False
         # Batchers whose waiting callers are failed when the portal closes (held weakly: a
@@ -178,9 +180,18 @@ class Portal:
     def _after_fork(self) -> None:
         # The parent's thread is gone here; its loop object must not be touched.
         self._lock = threading.RLock()
-        self._loop = None
-        self._thread = None
+        self._started = {}
         self._pid = os.getpid()
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop | None:
+        started = self._started.get("loop")
+        return None if started is None else started[0]
+
+    @property
+    def _thread(self) -> threading.Thread | None:
+        started = self._started.get("loop")
+        return None if started is None else started[1]
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -190,38 +201,46 @@ class Portal:
         in the middle of the start (which waits for the loop's thread under the lock)
         re-enters the lock and starts a loop itself; the interrupted start then finds that
         loop and ends its own. Before, the handler waited forever for the lock its
-        interrupted frame held."""
+        interrupted frame held. The loop and its thread are published together in one step
+        that also checks none was (``dict.setdefault``), so a handler run at any point of
+        the start cannot leave two loops running, or the loop of one start paired with the
+        thread of another."""
         if self._pid != os.getpid():
             self._after_fork()
-        loop = self._loop
-        if loop is not None:
-            return loop
+        started = self._started.get("loop")
+        if started is not None:
+            return started[0]
         with self._lock:
             if self._closed:
                 raise errors.DispatchError("the dispatch is closed", code="closed")
-            if self._loop is None:
-                new_loop = asyncio.new_event_loop()
-                ready = threading.Event()
+            started = self._started.get("loop")
+            if started is not None:
+                return started[0]
+            new_loop = asyncio.new_event_loop()
+            ready = threading.Event()
 
-                def run() -> None:
-                    asyncio.set_event_loop(new_loop)
-                    new_loop.call_soon(ready.set)
-                    try:
-                        new_loop.run_forever()
-                    finally:
-                        new_loop.close()
+            def run() -> None:
+                asyncio.set_event_loop(new_loop)
+                new_loop.call_soon(ready.set)
+                try:
+                    new_loop.run_forever()
+                finally:
+                    new_loop.close()
 
-                thread = threading.Thread(target=run, name=self._name, daemon=True)
-                thread.start()
-                ready.wait()
-                if self._loop is None and not self._closed:
-                    self._thread = thread
-                    self._loop = new_loop
-                else:  # a handler run during the waits above started one, or closed the portal
-                    new_loop.call_soon_threadsafe(new_loop.stop)
-                    if self._closed:
-                        raise errors.DispatchError("the dispatch is closed", code="closed")
-            return self._loop
+            thread = threading.Thread(target=run, name=self._name, daemon=True)
+            thread.start()
+            ready.wait()
+            mine = (new_loop, thread)
+            started = self._started.setdefault("loop", mine)  # one step: see the docstring
+            if started is not mine:  # a handler run during the start started one
+                new_loop.call_soon_threadsafe(new_loop.stop)
+            if self._closed:  # a handler closed the portal during the start
+                taken = self._started.pop("loop", None)  # one published after its close
+                if taken is not None:
+                    with contextlib.suppress(RuntimeError):  # already closed
+                        taken[0].call_soon_threadsafe(taken[0].stop)
+                raise errors.DispatchError("the dispatch is closed", code="closed")
+            return started[0]
 
     def in_portal(self) -> bool:
         """Whether the caller runs on the portal's thread."""
@@ -308,10 +327,10 @@ class Portal:
         """Cancel what runs on the loop, run cleanup there, then stop the loop and its thread."""
         with self._lock:
             self._closed = True
-            loop, thread = self._loop, self._thread
-            self._loop, self._thread = None, None
-        if loop is None or thread is None or self._pid != os.getpid():
+            started = self._started.pop("loop", None)
+        if started is None or self._pid != os.getpid():
             return
+        loop, thread = started
 
         async def shutdown() -> None:
             me = asyncio.current_task()
@@ -724,7 +743,9 @@ class _Server:
         self._hot: _http11.Pool | None = None
         self._hot_slots: tuple[asyncio.Semaphore, asyncio.Semaphore] | None = None
         self._hot_pid = 0
-        self._blocking: _http11.BlockingPool | None = None
+        # The blocking connections, one pool per process (a forked child makes its own),
+        # published with one dict.setdefault so that threads starting at once share one.
+        self._blocking: dict[int, _http11.BlockingPool] = {}
         self._closed = False
 
     def _new_client(self, max_connections: int) -> httpx.AsyncClient:
@@ -789,19 +810,25 @@ class _Server:
     def blocking_pool(self) -> _http11.BlockingPool | None:
         """The blocking connections of this process for calls on the caller's thread, or
         None once the server's connections are closed."""
-        pool = self._blocking
-        if pool is None or pool.pid != os.getpid():
+        pid = os.getpid()
+        pool = self._blocking.get(pid)
+        if pool is None:
             if self._closed:
                 return None
-            pool = self._blocking = _http11.BlockingPool(self.endpoint())
+            # One step: two threads making the first pool at once get the same one (the
+            # connections of a pool that lost would be kept by no one).
+            pool = self._blocking.setdefault(pid, _http11.BlockingPool(self.endpoint()))
+            if self._closed:  # close_blocking ran since the check and may have missed it
+                pool.close()
+                return None
         return None if pool.closed else pool
 
     def close_blocking(self) -> None:
         """Close the blocking connections (from any thread); later blocking calls go the
         portal's way."""
-        self._closed = True
-        blocking = self._blocking
-        if blocking is not None and blocking.pid == os.getpid():
+        self._closed = True  # before the pool is read: a pool made after sees it
+        blocking = self._blocking.get(os.getpid())
+        if blocking is not None:
             blocking.close()
 
     async def aclose(self) -> None:
