@@ -60,7 +60,12 @@ func Digest(files []File) string {
 
 // CodeError is code that cannot be shipped or unpacked: a tree over the size ceiling, a
 // bad archive entry, a digest that does not match. Its Code is "invalid_code".
-type CodeError struct{ Message string }
+type CodeError struct {
+	Message string
+	// TooLarge is true when the archive unpacks to more than its Limits.MaxBytes (what a
+	// caller may explain further, whatever the message's wording).
+	TooLarge bool
+}
 
 // Code is the error's stable code, "invalid_code".
 func (e *CodeError) Code() string  { return "invalid_code" }
@@ -68,6 +73,11 @@ func (e *CodeError) Error() string { return e.Message }
 
 func codeErr(format string, args ...any) error {
 	return &CodeError{Message: fmt.Sprintf(format, args...)}
+}
+
+// tooLargeErr is a CodeError with TooLarge set.
+func tooLargeErr(format string, args ...any) error {
+	return &CodeError{Message: fmt.Sprintf(format, args...), TooLarge: true}
 }
 
 // checkPath checks an archive or tree path: valid UTF-8 (the digest's text and the Python
@@ -581,7 +591,7 @@ func ReadArchive(r io.Reader, dir string, limits Limits) ([]File, string, error)
 		}
 		total += hdr.Size
 		if hdr.Size < 0 || total > limits.MaxBytes {
-			return nil, "", codeErr("the code archive unpacks to more than %d bytes", limits.MaxBytes)
+			return nil, "", tooLargeErr("the code archive unpacks to more than %d bytes", limits.MaxBytes)
 		}
 		h := sha256.New()
 		var dst io.Writer = h
@@ -640,7 +650,7 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 	}
 	n, err := b.r.Read(p)
 	if b.n += int64(n); b.n > b.limit {
-		b.err = codeErr("the code archive unpacks to more than %d bytes (its files' %d bytes and %d of tar headers and padding)",
+		b.err = tooLargeErr("the code archive unpacks to more than %d bytes (its files' %d bytes and %d of tar headers and padding)",
 			b.limit, b.limit-streamOverhead, streamOverhead)
 		return n, b.err
 	}
@@ -662,7 +672,7 @@ func checkArchiveEnd(br *bufio.Reader, zr io.Reader, total, maxBytes int64) erro
 	for {
 		n, err := zr.Read(buf)
 		if total += int64(n); total > maxBytes {
-			return codeErr("the code archive unpacks to more than %d bytes", maxBytes)
+			return tooLargeErr("the code archive unpacks to more than %d bytes", maxBytes)
 		}
 		if slices.ContainsFunc(buf[:n], func(b byte) bool { return b != 0 }) {
 			return codeErr("the code archive has data after its tar end-of-archive blocks: only zero padding may follow the last entry")

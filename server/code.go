@@ -221,6 +221,18 @@ func codeUnpackLimit(n, maxCode int64) int64 {
 	return min(16*maxCode, max(codeUnpackFloor, codeUnpackRatio*n))
 }
 
+// codeArchiveInvalid is the error of an archive of n bytes that fabric refused (ce): when
+// it unpacks past its bound (ce.TooLarge) and that bound is the archive's own (under 16
+// times maxCode), how the bound follows the archive's size is said too.
+func codeArchiveInvalid(ce *fabric.CodeError, n, unpack, maxCode int64) error {
+	msg := "invalid code archive: " + ce.Message
+	if ce.TooLarge && unpack < 16*maxCode {
+		msg += fmt.Sprintf(" (an archive of %d bytes may unpack to %d times its size, at least %d bytes: a code tree compresses far less)",
+			n, codeUnpackRatio, min(codeUnpackFloor, 16*maxCode))
+	}
+	return &plane.InvalidError{Field: "code archive", Message: msg}
+}
+
 func (s *Server) handleCodePut(w http.ResponseWriter, r *http.Request, p *principal) error {
 	ns, q, err := queueOf(r)
 	if err != nil {
@@ -270,12 +282,7 @@ func (s *Server) handleCodePut(w http.ResponseWriter, r *http.Request, p *princi
 	_, digest, err := fabric.ReadArchive(tmp, "", fabric.Limits{MaxBytes: unpack})
 	var ce *fabric.CodeError
 	if errors.As(err, &ce) {
-		msg := "invalid code archive: " + ce.Message
-		if unpack < 16*s.cfg.MaxCodeBytes && strings.Contains(ce.Message, "unpacks to more than") {
-			msg += fmt.Sprintf(" (an archive of %d bytes may unpack to %d times its size, at least %d bytes: a code tree compresses far less)",
-				n, codeUnpackRatio, min(codeUnpackFloor, 16*s.cfg.MaxCodeBytes))
-		}
-		return &plane.InvalidError{Field: "code archive", Message: msg}
+		return codeArchiveInvalid(ce, n, unpack, s.cfg.MaxCodeBytes)
 	} else if err != nil {
 		return err
 	}

@@ -59,15 +59,21 @@ func (s *execSpec) checkCommand() error {
 	if len(s.argv) == 0 {
 		return usagef("no command: put it after --, e.g. lakeshore worker QUEUE -- ./work.sh {}")
 	}
+	argv := splitEnvS(s.argv)
+	if by, ok := placeholderProgram(argv); ok {
+		return usagef("{} is the program %s: a job's payload would name the executable run on this machine (anyone who may "+
+			"submit to the queue could run any program here); name the program and pass {} as its argument, "+
+			"e.g. lakeshore worker QUEUE -- timeout 5 ./work.sh {}", by)
+	}
 	if _, err := exec.LookPath(s.argv[0]); err != nil {
 		return usagef("command %q cannot run: %w", s.argv[0], err)
 	}
-	if prog := stdinProgram(s.argv); prog != "" {
+	if prog := stdinProgram(argv); prog != "" {
 		return usagef("%q reads its program from stdin, where the worker writes a job's payload: the payload would be run as code "+
 			"(anyone who may submit to the queue could run commands on this machine); give it a script file or inline code, "+
 			"e.g. sh ./work.sh {} or python3 work.py {}", prog)
 	}
-	if interp, code := inlineCode(s.argv); strings.Contains(code, "{}") {
+	if interp, code := inlineCode(argv); strings.Contains(code, "{}") {
 		return usagef("{} inside the code of %q: a job's payload would be run as code there (anyone who may submit to the queue "+
 			"could run commands on this machine); pass it as an argument after the code and read that instead, e.g. "+
 			"sh -c 'convert \"$1\" out.png' _ {}", interp)
@@ -83,9 +89,14 @@ var shells = []string{"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash",
 type interpreter struct {
 	code   string   // the short options whose value is the program (python's c, perl's e and E)
 	long   []string // the long options whose value is the program (node's --eval)
+	longV  []string // the other long options that take the next argument (node --inspect-port 9229)
 	valued string   // the other short options that take the next argument (python -W ignore)
 	module string   // a short option after which the rest are a module's arguments (python -m)
 }
+
+// nodeValued are node's long options that may take their value as the next argument.
+var nodeValued = []string{"--inspect-port", "--debug-port", "--require", "--import", "--loader", "--experimental-loader",
+	"--conditions", "--title", "--input-type", "--env-file", "--stack-size", "--max-old-space-size"}
 
 // interpreters by name (python3.12 and pypy3 are python; nodejs is node).
 var interpreters = map[string]interpreter{
@@ -93,8 +104,8 @@ var interpreters = map[string]interpreter{
 	"pypy":   {code: "c", valued: "WX", module: "m"},
 	"perl":   {code: "eE"},
 	"ruby":   {code: "e", valued: "IrCE"},
-	"node":   {code: "ep", long: []string{"--eval", "--print"}, valued: "rC"},
-	"nodejs": {code: "ep", long: []string{"--eval", "--print"}, valued: "rC"},
+	"node":   {code: "ep", long: []string{"--eval", "--print"}, valued: "rC", longV: nodeValued},
+	"nodejs": {code: "ep", long: []string{"--eval", "--print"}, valued: "rC", longV: nodeValued},
 	"php":    {code: "r", valued: "cdz"},
 }
 
@@ -132,29 +143,218 @@ func inlineCode(argv []string) (interp, code string) {
 // python3 -, perl, node…): the payload would be run as code. Only the command's own start
 // is read, through env and its options and assignments.
 func stdinProgram(argv []string) string {
-	if len(argv) > 0 && filepath.Base(argv[0]) == "env" {
-		argv = argv[1:]
-		for len(argv) > 0 && (strings.HasPrefix(argv[0], "-") || strings.Contains(argv[0], "=")) {
-			if argv[0] == "-u" || argv[0] == "-C" || argv[0] == "-S" {
-				argv = argv[1:] // their value
+	for _, p := range programs(argv) {
+		if !p.stdin {
+			continue
+		}
+		base := filepath.Base(argv[p.at])
+		if slices.Contains(shells, base) {
+			if _, _, stdin := shellCode(argv[p.at+1:]); stdin {
+				return base
 			}
-			argv = argv[min(1, len(argv)):]
-		}
-	}
-	if len(argv) == 0 {
-		return ""
-	}
-	base := filepath.Base(argv[0])
-	if slices.Contains(shells, base) {
-		if _, _, stdin := shellCode(argv[1:]); stdin {
-			return base
-		}
-	} else if in, ok := interpreters[strings.TrimRight(base, "0123456789.")]; ok {
-		if _, _, _, stdin := in.program(argv[1:]); stdin {
-			return base
+		} else if in, ok := interpreters[strings.TrimRight(base, "0123456789.")]; ok {
+			if _, _, _, stdin := in.program(argv[p.at+1:]); stdin {
+				return base
+			}
 		}
 	}
 	return ""
+}
+
+// placeholderProgram reports whether {} is (in) the name of a program the command runs —
+// the command itself, or what a runner at its start runs (timeout 5 {}, env {}, xargs {},
+// find -exec {}) — and how it is run ("itself", `run by "timeout"`): the payload would
+// choose the executable.
+func placeholderProgram(argv []string) (by string, ok bool) {
+	for _, p := range programs(argv) {
+		if strings.Contains(argv[p.at], "{}") {
+			if p.by < 0 {
+				return "itself", true
+			}
+			return fmt.Sprintf("run by %q", filepath.Base(argv[p.by])), true
+		}
+	}
+	return "", false
+}
+
+// runner is how a program that runs a command (env, timeout, xargs…) reads its own
+// arguments before the command's.
+type runner struct {
+	valued   string   // short options that take the next argument (timeout -s KILL)
+	long     []string // long options that take the next argument unless joined by =
+	operands int      // its own operands before the command (timeout's DURATION)
+	assigns  bool     // NAME=VALUE arguments before the command are its own (env)
+	stdin    bool     // the command reads the worker's stdin (xargs gives it none)
+}
+
+// runners by name: what the command's start is read through (programs). find's -exec
+// is read apart.
+var runners = map[string]runner{
+	"env":     {valued: "uCS", long: []string{"--unset", "--chdir", "--split-string"}, assigns: true, stdin: true},
+	"timeout": {valued: "sk", long: []string{"--signal", "--kill-after"}, operands: 1, stdin: true},
+	"nice":    {valued: "n", long: []string{"--adjustment"}, stdin: true},
+	"nohup":   {stdin: true},
+	"setsid":  {stdin: true},
+	"stdbuf":  {valued: "ioe", long: []string{"--input", "--output", "--error"}, stdin: true},
+	"ionice":  {valued: "cnpPu", long: []string{"--class", "--classdata", "--pid", "--pgid", "--uid"}, stdin: true},
+	"time":    {valued: "fo", long: []string{"--format", "--output"}, stdin: true},
+	"sudo":    {valued: "ugpCDhrtTUR", long: []string{"--user", "--group", "--prompt", "--chdir"}, stdin: true},
+	"doas":    {valued: "uC", stdin: true},
+	"busybox": {stdin: true},
+	"xargs": {valued: "adEILnPs", long: []string{"--arg-file", "--delimiter", "--max-args", "--max-lines",
+		"--max-procs", "--max-chars", "--process-slot-var"}},
+}
+
+// program is a command run by a command line: argv's index of its name, the index of
+// the runner that runs it (-1 for the command itself), and whether the worker's stdin (a
+// job's payload) reaches it.
+type program struct {
+	at, by int
+	stdin  bool
+}
+
+// programs returns the programs a command line runs: the command, and through each
+// runner at its start (env with its options and assignments, timeout DURATION, nice,
+// xargs, sudo, busybox…) the command that runner runs, and each of find's -exec commands.
+func programs(argv []string) []program {
+	var out []program
+	stdin, by := true, -1
+	for i := 0; i < len(argv); {
+		out = append(out, program{at: i, by: by, stdin: stdin})
+		base := filepath.Base(argv[i])
+		if base == "find" {
+			for j := i + 1; j+1 < len(argv); j++ {
+				if a := argv[j]; a == "-exec" || a == "-execdir" || a == "-ok" || a == "-okdir" {
+					for _, p := range programs(argv[j+1:]) {
+						if p.by < 0 {
+							p.by = i - j - 1 // find itself
+						}
+						out = append(out, program{at: j + 1 + p.at, by: j + 1 + p.by, stdin: false})
+					}
+				}
+			}
+			return out
+		}
+		r, ok := runners[base]
+		if !ok {
+			return out
+		}
+		stdin, by = stdin && r.stdin, i
+		i++
+	options:
+		for i < len(argv) {
+			a := argv[i]
+			switch {
+			case a == "--":
+				i++
+				break options
+			case r.assigns && !strings.HasPrefix(a, "-") && strings.Contains(a, "="):
+			case a == "-" || !strings.HasPrefix(a, "-"):
+				break options
+			case strings.HasPrefix(a, "--"):
+				if name, _, joined := strings.Cut(a, "="); !joined && slices.Contains(r.long, name) {
+					i++ // its value
+				}
+			default:
+				for j, c := range a[1:] {
+					if strings.ContainsRune(r.valued, c) {
+						if a[2+j:] == "" {
+							i++ // its value is the next argument
+						}
+						break // the rest of the cluster is its value
+					}
+				}
+			}
+			i++
+		}
+		i += r.operands
+	}
+	return out
+}
+
+// splitEnvS returns argv with each `env -S STRING` (--split-string) replaced by env and
+// the arguments STRING splits into, as env splits them (words apart at blanks, quoted
+// with '…' or "…", \ escaping), so that what it runs is read as any command's is.
+func splitEnvS(argv []string) []string {
+	for i := range argv {
+		if filepath.Base(argv[i]) != "env" {
+			continue
+		}
+		for j := i + 1; j < len(argv) && strings.HasPrefix(argv[j], "-") && argv[j] != "--"; j++ {
+			a, value, next := argv[j], "", j+1
+			switch {
+			case a == "--split-string" || a == "-S":
+				if j+1 == len(argv) {
+					return argv
+				}
+				value, next = argv[j+1], j+2
+			case strings.HasPrefix(a, "--split-string="):
+				value = strings.TrimPrefix(a, "--split-string=")
+			case !strings.HasPrefix(a, "--") && strings.Contains(a, "S"):
+				k := strings.IndexByte(a, 'S')
+				if strings.ContainsAny(a[1:k], "uC") {
+					continue // S is in -u's or -C's value
+				}
+				if value = a[k+1:]; value == "" {
+					if j+1 == len(argv) {
+						return argv
+					}
+					value, next = argv[j+1], j+2
+				}
+			default:
+				if a == "-u" || a == "-C" || a == "--unset" || a == "--chdir" {
+					j++ // its value
+				}
+				continue
+			}
+			out := append(slices.Clone(argv[:j]), envWords(value)...)
+			return splitEnvS(append(out, argv[next:]...))
+		}
+	}
+	return argv
+}
+
+// envWords splits env -S's string into its words.
+func envWords(s string) []string {
+	var words []string
+	var w strings.Builder
+	in, quote := false, byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote == '\'':
+			if c == '\'' {
+				quote = 0
+			} else {
+				w.WriteByte(c)
+			}
+		case c == '\\' && i+1 < len(s):
+			i++
+			w.WriteByte(s[i])
+			in = true
+		case quote == '"':
+			if c == '"' {
+				quote = 0
+			} else {
+				w.WriteByte(c)
+			}
+		case c == '\'' || c == '"':
+			quote, in = c, true
+		case c == ' ' || c == '\t' || c == '\n':
+			if in {
+				words = append(words, w.String())
+				w.Reset()
+				in = false
+			}
+		default:
+			w.WriteByte(c)
+			in = true
+		}
+	}
+	if in {
+		words = append(words, w.String())
+	}
+	return words
 }
 
 // shellCode returns a shell's -c script among its arguments: the first operand when an
@@ -212,6 +412,8 @@ func (in interpreter) program(args []string) (flag, code string, ok, stdin bool)
 				if i+1 < len(args) {
 					return name, args[i+1], true, false
 				}
+			} else if !joined && slices.Contains(in.longV, name) {
+				i++ // its value
 			}
 		default:
 		cluster:

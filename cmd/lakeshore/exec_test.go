@@ -340,3 +340,64 @@ func TestExecRefusesAProgramReadFromStdin(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), `"sh" reads its program from stdin`)
 }
+
+// TestExecRefusesThePayloadAsTheProgram: {} as the program itself (-- {}) or as what a
+// runner at the command's start runs (timeout 5 {}, env {}, xargs {}, find -exec {},
+// env -S '{} x') lets whoever submits a job choose the executable run on the worker: it is
+// refused at start (exit 2, saying why and the safe form). {} as an argument stays
+// accepted. Before, -- {} failed only as a command not found (no reason given) and the
+// runners' forms were accepted.
+func TestExecRefusesThePayloadAsTheProgram(t *testing.T) {
+	for _, argv := range [][]string{
+		{"{}"}, {"./{}"}, {"timeout", "5", "{}"}, {"timeout", "-s", "KILL", "5", "{}", "x"}, {"env", "{}"},
+		{"env", "-i", "A=1", "{}"}, {"xargs", "{}"}, {"xargs", "-n", "1", "{}"}, {"nice", "-n", "5", "{}"},
+		{"env", "timeout", "5", "{}"}, {"find", ".", "-exec", "{}", ";"}, {"env", "-S", "{} x"},
+		{"env", "-S", "timeout 5 {}"}, {"env", "-S{}"},
+	} {
+		if _, ok := placeholderProgram(splitEnvS(argv)); !ok {
+			t.Errorf("%q: {} not seen as the program", argv)
+		}
+	}
+	for _, argv := range [][]string{
+		{"./work.sh", "{}"}, {"timeout", "5", "./work.sh", "{}"}, {"env", "A={}", "./work.sh"}, {"xargs", "-I", "{}", "cp", "{}", "/tmp"},
+		{"convert", "{}", "out.png"}, {"find", ".", "-exec", "convert", "{}", ";"}, {"env", "-S", "./work.sh {}"},
+	} {
+		if by, ok := placeholderProgram(splitEnvS(argv)); ok {
+			t.Errorf("%q: refused as {} the program %s", argv, by)
+		}
+	}
+	for _, argv := range [][]string{{"{}"}, {"timeout", "5", "{}"}, {"env", "{}"}, {"xargs", "{}"}} {
+		err := testSpec(argv...).checkCommand()
+		require.Error(t, err, "%q", argv)
+		require.Equal(t, 2, exitCode(err), "%q: a usage error", argv)
+		require.Contains(t, err.Error(), "{} is the program", "%q", argv)
+		require.Contains(t, err.Error(), "timeout 5 ./work.sh {}")
+	}
+}
+
+// TestInlineCodeThroughEnvSplitStringAndNodeValues: env -S splits its string into the
+// command it runs (env -S 'sh -c "echo {}"' runs sh -c 'echo {}'), and node's
+// --inspect-port takes the next argument as its value: both are read through, so {} in
+// their inline code is refused. Before, env -S's string was one argument and node's
+// --inspect-port value was taken for a script, so both were accepted.
+func TestInlineCodeThroughEnvSplitStringAndNodeValues(t *testing.T) {
+	for _, argv := range [][]string{
+		{"env", "-S", `sh -c "echo {}"`},
+		{"env", "-iS", `sh -c 'echo {}'`},
+		{"env", "--split-string=bash -c 'echo {}'"},
+		{"node", "--inspect-port", "9229", "-e", "console.log('{}')"},
+	} {
+		if interp, code := inlineCode(splitEnvS(argv)); !strings.Contains(code, "{}") {
+			t.Errorf("%q: no inline code found (%q, %q)", argv, interp, code)
+		}
+	}
+	if interp, code := inlineCode(splitEnvS([]string{"env", "-S", `sh -c 'echo "$1"' _`, "{}"})); strings.Contains(code, "{}") {
+		t.Errorf("{} as a value after env -S's code refused (%q, %q)", interp, code)
+	}
+	if _, err := exec.LookPath("sh"); err == nil {
+		err := testSpec("env", "-S", `sh -c "echo {}"`).checkCommand()
+		require.Error(t, err)
+		require.Contains(t, err.Error(), `{} inside the code of "sh -c"`)
+	}
+	require.Equal(t, "sh", stdinProgram(splitEnvS([]string{"timeout", "5", "sh"})), "timeout 5 sh reads the payload as its program")
+}

@@ -10,9 +10,12 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tarfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -352,3 +355,66 @@ def test_an_archive_over_the_ceiling_costs_the_ceiling(tmp_path: Path) -> None:
     assert peak < 8 << 20, f"archiving took {peak >> 20} MiB at its peak for a 1 MiB ceiling and a 32 MiB file"
     small = code.snapshot(tmp_path, config.Code(mounts=(config.Mount("."),)))
     assert len(small.archive(64 << 20)) > 32 << 20  # under the ceiling: the whole archive
+
+
+class _SignalInGet(dict):  # type: ignore[type-arg]
+    """Stands in for ``code._trees``: its first ``get`` sends ``signum`` to the main thread
+    (the caller's own) and returns only once the handler ran, so the handler runs inside
+    the interrupted ``snapshot``'s read of its trees."""
+
+    def __init__(self, signum: int, ran: threading.Event) -> None:
+        super().__init__()
+        self.signum, self.ran, self.fired = signum, ran, False
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if not self.fired:
+            self.fired = True
+            main = threading.main_thread().ident
+            assert main is not None
+            signal.pthread_kill(main, self.signum)
+            while not self.ran.is_set():  # the handler runs at this loop's next turn
+                pass
+        return super().get(key, default)
+
+
+def test_a_snapshot_made_by_a_signal_handler_inside_a_snapshot_is_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A SIGUSR1 handler (user code: a SIGTERM handler submitting a last job of a mode that
+    # ships code) snapshots while the main thread's snapshot reads its trees. Both are
+    # made, alike. Before, that read was under a plain lock, and the handler waited forever
+    # for the lock its own interrupted frame held (here a watchdog's SIGUSR2 after 10 s
+    # ends the wait).
+    assert threading.current_thread() is threading.main_thread(), "signal handlers run on the main thread"
+    (tmp_path / "job.py").write_text("def f():\n    return 1\n")
+    mounts = config.Code(mounts=(config.Mount("."),))
+    ran = threading.Event()
+    got: dict[str, code.Snapshot] = {}
+
+    class Hung(Exception):
+        pass
+
+    def on_usr1(_signum: int, _frame: object) -> None:
+        try:
+            got["nested"] = code.snapshot(tmp_path, mounts)
+        finally:
+            ran.set()
+
+    def on_usr2(_signum: int, _frame: object) -> None:
+        raise Hung("the handler's snapshot waited for the lock its interrupted frame held")
+
+    def watchdog() -> None:
+        if not ran.wait(10):
+            main = threading.main_thread().ident
+            assert main is not None
+            signal.pthread_kill(main, signal.SIGUSR2)
+
+    monkeypatch.setattr(code, "_trees", _SignalInGet(signal.SIGUSR1, ran))
+    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
+    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
+    try:
+        threading.Thread(target=watchdog, daemon=True).start()
+        outer = code.snapshot(tmp_path, mounts)
+        assert got["nested"].digest == outer.digest
+    finally:
+        ran.set()
+        signal.signal(signal.SIGUSR1, old_usr1)
+        signal.signal(signal.SIGUSR2, old_usr2)

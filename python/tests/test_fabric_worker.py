@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -898,3 +899,73 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+class _SignalInAdd(set):  # type: ignore[type-arg]
+    """Stands in for ``_fabric._uploaded``: its first ``add`` sends ``signum`` to the main
+    thread (the caller's own) and returns only once the handler ran, so the handler runs
+    inside the interrupted ``upload``'s record of what it uploaded."""
+
+    def __init__(self, signum: int, ran: threading.Event) -> None:
+        super().__init__()
+        self.signum, self.ran, self.fired = signum, ran, False
+
+    def add(self, key: object) -> None:
+        if not self.fired:
+            self.fired = True
+            main = threading.main_thread().ident
+            assert main is not None
+            signal.pthread_kill(main, self.signum)
+            while not self.ran.is_set():  # the handler runs at this loop's next turn
+                pass
+        super().add(key)
+
+
+def test_an_upload_by_a_signal_handler_inside_an_upload_is_made(
+    server: Server, tmp_path: Path, qname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A SIGUSR1 handler (user code: a SIGTERM handler submitting a last job of a mode that
+    # ships code) uploads the code while the main thread's upload records what it uploaded.
+    # Both return and the server holds the archive. Before, the record was under a plain
+    # lock, and the handler waited forever for the lock its own interrupted frame held
+    # (here a watchdog's SIGUSR2 after 10 s ends the wait).
+    assert threading.current_thread() is threading.main_thread(), "signal handlers run on the main thread"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "job.py").write_text("def f():\n    return 1\n")
+    snap = code.snapshot(src, config.Code(mounts=(config.Mount("."),)))
+    d = lakeshore.HttpDispatch(server.url, token=server.admin_token)
+    ran = threading.Event()
+
+    class Hung(Exception):
+        pass
+
+    def on_usr1(_signum: int, _frame: object) -> None:
+        try:
+            _fabric.upload(d, qname, snap, 1 << 20)
+        finally:
+            ran.set()
+
+    def on_usr2(_signum: int, _frame: object) -> None:
+        raise Hung("the handler's upload waited for the lock its interrupted frame held")
+
+    def watchdog() -> None:
+        if not ran.wait(10):
+            main = threading.main_thread().ident
+            assert main is not None
+            signal.pthread_kill(main, signal.SIGUSR2)
+
+    uploaded = _SignalInAdd(signal.SIGUSR1, ran)
+    monkeypatch.setattr(_fabric, "_uploaded", uploaded)
+    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
+    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
+    try:
+        threading.Thread(target=watchdog, daemon=True).start()
+        _fabric.upload(d, qname, snap, 1 << 20)
+        assert (id(d), d.namespace, qname, snap.digest) in uploaded
+        d.run(d._transport.call("HEAD", _fabric.code_path(d.namespace, qname, snap.digest), raw=True, retry="safe"))
+    finally:
+        ran.set()
+        signal.signal(signal.SIGUSR1, old_usr1)
+        signal.signal(signal.SIGUSR2, old_usr2)
+        d.close()

@@ -21,8 +21,11 @@ from lakeshore._transport import queue_path
 
 log = logging.getLogger("lakeshore.worker")
 
-_uploaded: set[tuple[int, str, str, str]] = set()  # (id(dispatch), namespace, queue, digest)
-_uploaded_lock = threading.Lock()
+# (id(dispatch), namespace, queue, digest) uploaded. Read and added to with one set
+# operation each (atomic): no lock, so a signal handler (or a finalizer) that submits a
+# code-shipping run while its thread's own upload is adding does not wait forever for a
+# lock its interrupted frame holds.
+_uploaded: set[tuple[int, str, str, str]] = set()
 _refs: dict[tuple[int, str], str] = {}
 _metadata: dict[tuple[int, str], tuple[config.Mode, dict[str, str]]] = {}
 _warned: set[tuple[str, str]] = set()  # (project file, mode) told that it ships no code
@@ -64,8 +67,7 @@ def upload(dispatch: Any, queue: str, snap: code.Snapshot, max_bytes: int) -> No
             raise
         data = snap.archive(max_bytes)
         dispatch.run(t.call("PUT", path, content=data, content_type="application/gzip", retry="safe"))
-    with _uploaded_lock:
-        _uploaded.add(key)
+    _uploaded.add(key)
 
 
 def submit_options(mode_name: str, fn: Callable[..., Any] | None, queue: str, dispatch: Any) -> dict[str, Any]:

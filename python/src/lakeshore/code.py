@@ -519,8 +519,12 @@ class _Tree:
         return True
 
 
+# The trees snapshot last saw, by (root, mounts). Read and written with one dict operation
+# each (atomic, as a thread lock was around them): no lock, so a signal handler (or a
+# finalizer) that snapshots while its thread's own snapshot is between the two — a SIGTERM
+# handler submitting a last job of a mode that ships code — does not wait forever for a
+# lock its interrupted frame holds.
 _trees: dict[tuple[str, Any], _Tree] = {}
-_trees_lock = threading.Lock()
 _RACY_SECONDS = 2.0  # a file modified this recently is hashed again next time (git's "racy" rule)
 
 
@@ -577,8 +581,7 @@ def snapshot(root: str | os.PathLike[str], code: Code | None = None) -> Snapshot
     mounts = code.mounts if code is not None else ()
     git = not mounts
     key = (root, mounts)
-    with _trees_lock:
-        tree = _trees.get(key)
+    tree = _trees.get(key)
     if tree is not None and tree.snapshot is not None and tree.unchanged():
         return tree.snapshot
     paths = git_files(root) if git else mount_files(root, mounts)
@@ -612,8 +615,7 @@ def snapshot(root: str | os.PathLike[str], code: Code | None = None) -> Snapshot
     d = digest(files.values())
     snap = Snapshot(root, list(files.values()), d, context)
     t = _Tree(listed, paths, stats, files, d, list(listed), [(os.path.join(root, p), stats[p]) for p in paths], snap)
-    with _trees_lock:
-        _trees[key] = t
+    _trees[key] = t
     return snap
 
 
