@@ -21,6 +21,8 @@ import pytest
 
 from lakeshore import code, config
 
+from .signals import handlers, interrupt_main
+
 VECTORS = json.loads((Path(__file__).resolve().parents[2] / "fabric" / "testdata" / "vectors.json").read_text())
 
 
@@ -369,11 +371,7 @@ class _SignalInGet(dict):  # type: ignore[type-arg]
     def get(self, key: Any, default: Any = None) -> Any:
         if not self.fired:
             self.fired = True
-            main = threading.main_thread().ident
-            assert main is not None
-            signal.pthread_kill(main, self.signum)
-            while not self.ran.is_set():  # the handler runs at this loop's next turn
-                pass
+            interrupt_main(self.signum, self.ran)
         return super().get(key, default)
 
 
@@ -383,38 +381,18 @@ def test_a_snapshot_made_by_a_signal_handler_inside_a_snapshot_is_made(tmp_path:
     # made, alike. Before, that read was under a plain lock, and the handler waited forever
     # for the lock its own interrupted frame held (here a watchdog's SIGUSR2 after 10 s
     # ends the wait).
-    assert threading.current_thread() is threading.main_thread(), "signal handlers run on the main thread"
     (tmp_path / "job.py").write_text("def f():\n    return 1\n")
     mounts = config.Code(mounts=(config.Mount("."),))
     ran = threading.Event()
     got: dict[str, code.Snapshot] = {}
 
-    class Hung(Exception):
-        pass
-
-    def on_usr1(_signum: int, _frame: object) -> None:
+    def on_usr1() -> None:
         try:
             got["nested"] = code.snapshot(tmp_path, mounts)
         finally:
             ran.set()
 
-    def on_usr2(_signum: int, _frame: object) -> None:
-        raise Hung("the handler's snapshot waited for the lock its interrupted frame held")
-
-    def watchdog() -> None:
-        if not ran.wait(10):
-            main = threading.main_thread().ident
-            assert main is not None
-            signal.pthread_kill(main, signal.SIGUSR2)
-
     monkeypatch.setattr(code, "_trees", _SignalInGet(signal.SIGUSR1, ran))
-    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
-    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
-    try:
-        threading.Thread(target=watchdog, daemon=True).start()
+    with handlers(on_usr1, "the handler's snapshot waited for the lock its interrupted frame held", until=ran):
         outer = code.snapshot(tmp_path, mounts)
         assert got["nested"].digest == outer.digest
-    finally:
-        ran.set()
-        signal.signal(signal.SIGUSR1, old_usr1)
-        signal.signal(signal.SIGUSR2, old_usr2)

@@ -27,6 +27,7 @@ import lakeshore
 from lakeshore import _fabric, code, config, errors, lifecycle
 
 from .conftest import Server
+from .signals import handlers, interrupt_main
 
 
 @pytest.fixture
@@ -913,11 +914,7 @@ class _SignalInAdd(set):  # type: ignore[type-arg]
     def add(self, key: object) -> None:
         if not self.fired:
             self.fired = True
-            main = threading.main_thread().ident
-            assert main is not None
-            signal.pthread_kill(main, self.signum)
-            while not self.ran.is_set():  # the handler runs at this loop's next turn
-                pass
+            interrupt_main(self.signum, self.ran)
         super().add(key)
 
 
@@ -929,7 +926,6 @@ def test_an_upload_by_a_signal_handler_inside_an_upload_is_made(
     # Both return and the server holds the archive. Before, the record was under a plain
     # lock, and the handler waited forever for the lock its own interrupted frame held
     # (here a watchdog's SIGUSR2 after 10 s ends the wait).
-    assert threading.current_thread() is threading.main_thread(), "signal handlers run on the main thread"
     src = tmp_path / "src"
     src.mkdir()
     (src / "job.py").write_text("def f():\n    return 1\n")
@@ -937,35 +933,18 @@ def test_an_upload_by_a_signal_handler_inside_an_upload_is_made(
     d = lakeshore.HttpDispatch(server.url, token=server.admin_token)
     ran = threading.Event()
 
-    class Hung(Exception):
-        pass
-
-    def on_usr1(_signum: int, _frame: object) -> None:
+    def on_usr1() -> None:
         try:
             _fabric.upload(d, qname, snap, 1 << 20)
         finally:
             ran.set()
 
-    def on_usr2(_signum: int, _frame: object) -> None:
-        raise Hung("the handler's upload waited for the lock its interrupted frame held")
-
-    def watchdog() -> None:
-        if not ran.wait(10):
-            main = threading.main_thread().ident
-            assert main is not None
-            signal.pthread_kill(main, signal.SIGUSR2)
-
     uploaded = _SignalInAdd(signal.SIGUSR1, ran)
     monkeypatch.setattr(_fabric, "_uploaded", uploaded)
-    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
-    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
     try:
-        threading.Thread(target=watchdog, daemon=True).start()
-        _fabric.upload(d, qname, snap, 1 << 20)
-        assert (id(d), d.namespace, qname, snap.digest) in uploaded
-        d.run(d._transport.call("HEAD", _fabric.code_path(d.namespace, qname, snap.digest), raw=True, retry="safe"))
+        with handlers(on_usr1, "the handler's upload waited for the lock its interrupted frame held", until=ran):
+            _fabric.upload(d, qname, snap, 1 << 20)
+            assert (id(d), d.namespace, qname, snap.digest) in uploaded
+            d.run(d._transport.call("HEAD", _fabric.code_path(d.namespace, qname, snap.digest), raw=True, retry="safe"))
     finally:
-        ran.set()
-        signal.signal(signal.SIGUSR1, old_usr1)
-        signal.signal(signal.SIGUSR2, old_usr2)
         d.close()

@@ -26,6 +26,8 @@ from lakeshore import _http11
 from lakeshore._http11 import Endpoint, Pool
 from lakeshore._ids import new_ulid
 
+from .signals import handlers, interrupt_main
+
 Handler = Callable[[bytes, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
 
 
@@ -632,6 +634,16 @@ def test_a_submit_interrupted_twice_as_it_is_handed_the_next_batch_sends_it(
         d.close()
 
 
+def _signal_main_when(held: threading.Event) -> None:
+    """Send SIGUSR1 to the main thread once ``held`` is set (its request held by the
+    server): a real signal, sent to the main thread, as os.kill may wake another thread
+    instead and leave the main thread's read uninterrupted."""
+    main = threading.main_thread().ident
+    assert main is not None
+    if held.wait(10):
+        signal.pthread_kill(main, signal.SIGUSR1)
+
+
 def test_a_submit_from_a_signal_handler_during_a_submit_raises_at_once(stubs: list[_Stub]) -> None:
     # A SIGUSR1 handler (user code, as a SIGTERM handler that submits a last job) submits
     # while the main thread's own blocking submit is in flight, its request held by the
@@ -644,10 +656,7 @@ def test_a_submit_from_a_signal_handler_during_a_submit_raises_at_once(stubs: li
     q = SyncQueue("q", dispatch=d)
     got: dict[str, object] = {}
 
-    class Hung(Exception):
-        pass
-
-    def on_usr1(_signum: int, _frame: object) -> None:
+    def on_usr1() -> None:
         started = time.monotonic()
         try:
             got["nested"] = q.submit(2)
@@ -657,24 +666,8 @@ def test_a_submit_from_a_signal_handler_during_a_submit_raises_at_once(stubs: li
             got["seconds"] = time.monotonic() - started
             release.set()
 
-    def on_usr2(_signum: int, _frame: object) -> None:
-        raise Hung("the handler's submit waited for the submit it interrupted")
-
-    main = threading.main_thread().ident
-    assert main is not None and threading.get_ident() == main, "signal handlers run on the main thread"
-
-    def signal_when_held() -> None:
-        # A real signal, sent to the main thread (os.kill may wake another thread instead,
-        # leaving the main thread's read uninterrupted) while its request is held.
-        if held.wait(10):
-            signal.pthread_kill(main, signal.SIGUSR1)
-        if not release.wait(10):
-            signal.pthread_kill(main, signal.SIGUSR2)
-
-    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
-    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
-    try:
-        threading.Thread(target=signal_when_held, daemon=True).start()
+    with handlers(on_usr1, "the handler's submit waited for the submit it interrupted", until=release):
+        threading.Thread(target=_signal_main_when, args=(held,), daemon=True).start()
         first = q.submit(1)
         assert "nested" not in got, got
         assert isinstance(got.get("error"), RuntimeError), got
@@ -684,12 +677,10 @@ def test_a_submit_from_a_signal_handler_during_a_submit_raises_at_once(stubs: li
         assert first == msgpack.unpackb(s.bodies[0])["id"]
         assert q.submit(3) == msgpack.unpackb(s.bodies[-1])["id"]  # the queue's submits go on
         # A handler that interrupts no submit of its thread submits as usual.
-        signal.pthread_kill(main, signal.SIGUSR1)
-        time.sleep(0.05)  # the handler runs at the next bytecode of the main thread
+        main = threading.main_thread().ident
+        assert main is not None
+        signal.pthread_kill(main, signal.SIGUSR1)  # the handler runs before this returns
         assert got.get("nested") == msgpack.unpackb(s.bodies[-1])["id"], got
-    finally:
-        signal.signal(signal.SIGUSR1, old_usr1)
-        signal.signal(signal.SIGUSR2, old_usr2)
         release.set()
         d.close()
 
@@ -706,10 +697,7 @@ def test_a_submit_to_another_queue_from_a_signal_handler_during_a_submit_is_sent
     other = SyncQueue("other", dispatch=d)
     got: dict[str, object] = {}
 
-    class Hung(Exception):
-        pass
-
-    def on_usr1(_signum: int, _frame: object) -> None:
+    def on_usr1() -> None:
         try:
             got["other"] = other.submit(2)
         except BaseException as e:  # noqa: BLE001 - the test reads it
@@ -721,34 +709,18 @@ def test_a_submit_to_another_queue_from_a_signal_handler_during_a_submit_is_sent
         finally:
             release.set()
 
-    def on_usr2(_signum: int, _frame: object) -> None:
-        raise Hung("the handler's submit waited for the submit it interrupted")
-
-    main = threading.main_thread().ident
-    assert main is not None and threading.get_ident() == main, "signal handlers run on the main thread"
-
-    def signal_when_held() -> None:
-        if held.wait(10):
-            signal.pthread_kill(main, signal.SIGUSR1)
-        if not release.wait(10):
-            signal.pthread_kill(main, signal.SIGUSR2)
-
-    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
-    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
     try:
-        threading.Thread(target=signal_when_held, daemon=True).start()
-        first = q.submit(1)
-        assert "other_error" not in got, got
-        assert len(s.bodies) == 2, "the handler's submit to the other queue was sent, the same queue's not"
-        assert got.get("other") == msgpack.unpackb(s.bodies[1])["id"], got
-        assert b"/queues/other/" in s.requests[1], s.requests[1]
-        assert "same" not in got and isinstance(got.get("same_error"), RuntimeError), got
-        assert "'q'" in str(got["same_error"]), got["same_error"]
-        assert first == msgpack.unpackb(s.bodies[0])["id"]
+        with handlers(on_usr1, "the handler's submit waited for the submit it interrupted", until=release):
+            threading.Thread(target=_signal_main_when, args=(held,), daemon=True).start()
+            first = q.submit(1)
+            assert "other_error" not in got, got
+            assert len(s.bodies) == 2, "the handler's submit to the other queue was sent, the same queue's not"
+            assert got.get("other") == msgpack.unpackb(s.bodies[1])["id"], got
+            assert b"/queues/other/" in s.requests[1], s.requests[1]
+            assert "same" not in got and isinstance(got.get("same_error"), RuntimeError), got
+            assert "'q'" in str(got["same_error"]), got["same_error"]
+            assert first == msgpack.unpackb(s.bodies[0])["id"]
     finally:
-        signal.signal(signal.SIGUSR1, old_usr1)
-        signal.signal(signal.SIGUSR2, old_usr2)
-        release.set()
         d.close()
 
 
@@ -768,11 +740,7 @@ class _SignalOnPop:
         conn = self.idle.pop()
         if not self.fired:
             self.fired = True
-            main = threading.main_thread().ident
-            assert main is not None
-            signal.pthread_kill(main, self.signum)
-            while not self.ran.is_set():  # the handler runs at this loop's next turn
-                pass
+            interrupt_main(self.signum, self.ran)
         return conn
 
     def append(self, conn: object) -> None:
@@ -810,51 +778,33 @@ def test_a_wait_from_a_signal_handler_in_the_middle_of_a_checkout_is_answered(st
     ran = threading.Event()
     finished = threading.Event()
 
-    class Hung(Exception):
-        pass
-
-    def on_usr1(_signum: int, _frame: object) -> None:
+    def on_usr1() -> None:
         try:
             got["nested"] = call(inner, timeout=30)
         finally:
             ran.set()
 
-    def on_usr2(_signum: int, _frame: object) -> None:
-        raise Hung("the handler's call waited for the checkout it interrupted")
-
-    main = threading.main_thread().ident
-    assert main is not None and threading.get_ident() == main, "signal handlers run on the main thread"
-
-    def watchdog() -> None:
-        if not finished.wait(10):
-            signal.pthread_kill(main, signal.SIGUSR2)
-
     outer, inner = new_ulid(), new_ulid()
-    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
-    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
     try:
-        first = new_ulid()
-        assert q.wait(first, timeout=30).id == first  # leaves one idle blocking connection
-        pool = d._transport._servers[0].blocking_pool()
-        assert pool is not None and len(pool._idle) == 1
-        pool._idle = _SignalOnPop(pool._idle, signal.SIGUSR1, ran)  # type: ignore[assignment]
-        threading.Thread(target=watchdog, daemon=True).start()
-        answer = call(outer, timeout=30)
-        finished.set()
-        assert ran.is_set()
-        if verb == "wait":
-            assert isinstance(answer, lakeshore.Invocation) and answer.id == outer
-            assert isinstance(got["nested"], lakeshore.Invocation) and got["nested"].id == inner, got
-        else:
-            assert (answer, got["nested"]) == (outer, inner), got
-        # The handler's request went while the interrupted wait was taking its connection.
-        assert [r.split(b"/")[3].decode() for r in s.requests] == [first, inner, outer], s.requests
-        assert s.connections == 2, "the handler's call went on a connection of its own"
-        assert q.wait(first, timeout=30).id == first  # the connections go on serving
+        with handlers(on_usr1, "the handler's call waited for the checkout it interrupted", until=finished):
+            first = new_ulid()
+            assert q.wait(first, timeout=30).id == first  # leaves one idle blocking connection
+            pool = d._transport._servers[0].blocking_pool()
+            assert pool is not None and len(pool._idle) == 1
+            pool._idle = _SignalOnPop(pool._idle, signal.SIGUSR1, ran)  # type: ignore[assignment]
+            answer = call(outer, timeout=30)
+            finished.set()
+            assert ran.is_set()
+            if verb == "wait":
+                assert isinstance(answer, lakeshore.Invocation) and answer.id == outer
+                assert isinstance(got["nested"], lakeshore.Invocation) and got["nested"].id == inner, got
+            else:
+                assert (answer, got["nested"]) == (outer, inner), got
+            # The handler's request went while the interrupted wait was taking its connection.
+            assert [r.split(b"/")[3].decode() for r in s.requests] == [first, inner, outer], s.requests
+            assert s.connections == 2, "the handler's call went on a connection of its own"
+            assert q.wait(first, timeout=30).id == first  # the connections go on serving
     finally:
-        finished.set()
-        signal.signal(signal.SIGUSR1, old_usr1)
-        signal.signal(signal.SIGUSR2, old_usr2)
         d.close()
 
 
@@ -878,20 +828,12 @@ def test_a_call_from_a_signal_handler_while_the_client_loop_starts_is_answered(
     finished = threading.Event()
     outer, inner = new_ulid(), new_ulid()
 
-    class Hung(Exception):
-        pass
-
-    def on_usr1(_signum: int, _frame: object) -> None:
+    def on_usr1() -> None:
         try:
             got["nested"] = q.get(inner)
         finally:
             ran.set()
 
-    def on_usr2(_signum: int, _frame: object) -> None:
-        raise Hung("the handler's call waited for the loop's start it interrupted")
-
-    main = threading.main_thread().ident
-    assert main is not None and threading.get_ident() == main, "signal handlers run on the main thread"
     made = asyncio.new_event_loop
     fired: list[bool] = []
 
@@ -899,36 +841,25 @@ def test_a_call_from_a_signal_handler_while_the_client_loop_starts_is_answered(
         loop = made()
         if not fired:
             fired.append(True)
-            signal.pthread_kill(main, signal.SIGUSR1)
-            while not ran.is_set():  # the handler runs at this loop's next turn
-                pass
+            interrupt_main(signal.SIGUSR1, ran)
         return loop
-
-    def watchdog() -> None:
-        if not finished.wait(10):
-            signal.pthread_kill(main, signal.SIGUSR2)
 
     def loop_threads() -> int:
         return sum(t.name == d._portal._name for t in threading.enumerate())
 
     before = loop_threads()
-    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
-    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
     monkeypatch.setattr(asyncio, "new_event_loop", new_event_loop)
     try:
-        assert d._portal._loop is None
-        threading.Thread(target=watchdog, daemon=True).start()
-        answer = q.get(outer)
-        finished.set()
-        assert ran.is_set() and answer.id == outer
-        nested = got["nested"]
-        assert isinstance(nested, lakeshore.Invocation) and nested.id == inner, got
-        _wait_until(lambda: loop_threads() == before + 1, "the interrupted start's own loop to end")
-        assert q.get(outer).id == outer  # the dispatch goes on, on the one loop
+        with handlers(on_usr1, "the handler's call waited for the loop's start it interrupted", until=finished):
+            assert d._portal._loop is None
+            answer = q.get(outer)
+            finished.set()
+            assert ran.is_set() and answer.id == outer
+            nested = got["nested"]
+            assert isinstance(nested, lakeshore.Invocation) and nested.id == inner, got
+            _wait_until(lambda: loop_threads() == before + 1, "the interrupted start's own loop to end")
+            assert q.get(outer).id == outer  # the dispatch goes on, on the one loop
     finally:
-        finished.set()
-        signal.signal(signal.SIGUSR1, old_usr1)
-        signal.signal(signal.SIGUSR2, old_usr2)
         d.close()
 
 

@@ -11,6 +11,8 @@ import pytest
 
 from lakeshore import _ids
 
+from .signals import handlers, interrupt_main
+
 
 def _reference(n: int) -> str:
     # The ULID spec's encoding, five bits at a time from the low end.
@@ -73,9 +75,9 @@ def test_an_id_made_while_drawing_is_followed_monotonically(monkeypatch: pytest.
 
 
 class _SignalInside:
-    """Stands in for ``_ids._lock``: takes the real lock, then sends ``signum`` to the main
-    thread (the caller's own) and returns only once its handler ran, so the handler runs
-    while the interrupted ``new_ulid`` holds the lock."""
+    """Stands in for ``_ids._lock``: takes the real lock, then interrupts the main thread
+    (the caller's own) with ``signum`` and returns only once its handler ran, so the
+    handler runs while the interrupted ``new_ulid`` holds the lock."""
 
     def __init__(self, lock: threading.Lock, signum: int, ran: threading.Event) -> None:
         self.lock = lock
@@ -87,11 +89,7 @@ class _SignalInside:
         self.lock.acquire()
         if not self.fired:
             self.fired = True
-            main = threading.main_thread().ident
-            assert main is not None
-            signal.pthread_kill(main, self.signum)
-            while not self.ran.is_set():  # the handler runs at this loop's next turn
-                pass
+            interrupt_main(self.signum, self.ran)
 
     def __exit__(self, *exc: object) -> None:
         self.lock.release()
@@ -103,39 +101,19 @@ def test_an_id_made_by_a_signal_handler_inside_new_ulid_is_made_at_once(monkeypa
     # handler's id is made without that lock (fresh random bits), the interrupted one then
     # completes, and the two differ. Before, the handler waited forever for the lock its
     # own interrupted frame held (here a watchdog's SIGUSR2 after 10 s ends the wait).
-    assert threading.current_thread() is threading.main_thread(), "signal handlers run on the main thread"
     ran = threading.Event()
     got: dict[str, object] = {}
 
-    class Hung(Exception):
-        pass
-
-    def on_usr1(_signum: int, _frame: object) -> None:
+    def on_usr1() -> None:
         try:
             got["nested"] = _ids.new_ulid()
         finally:
             ran.set()
 
-    def on_usr2(_signum: int, _frame: object) -> None:
-        raise Hung("the handler's new_ulid waited for the lock its interrupted frame held")
-
-    def watchdog() -> None:
-        if not ran.wait(10):
-            main = threading.main_thread().ident
-            assert main is not None
-            signal.pthread_kill(main, signal.SIGUSR2)
-
     monkeypatch.setattr(_ids, "_lock", _SignalInside(_ids._lock, signal.SIGUSR1, ran))
-    old_usr1 = signal.signal(signal.SIGUSR1, on_usr1)
-    old_usr2 = signal.signal(signal.SIGUSR2, on_usr2)
-    try:
-        threading.Thread(target=watchdog, daemon=True).start()
+    with handlers(on_usr1, "the handler's new_ulid waited for the lock its interrupted frame held", until=ran):
         outer = _ids.new_ulid()
         assert isinstance(got.get("nested"), str), got
         nested = str(got["nested"])
         assert _ids.is_ulid(outer) and _ids.is_ulid(nested) and outer != nested
         assert _ids.new_ulid() > outer  # the monotonic sequence goes on from the interrupted id
-    finally:
-        ran.set()
-        signal.signal(signal.SIGUSR1, old_usr1)
-        signal.signal(signal.SIGUSR2, old_usr2)
