@@ -356,8 +356,7 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 		return err
 	}
 	go func() {
-		_ = cmd.Wait() // reap; the record goes with the process
-		_ = os.Remove(filepath.Join(p.dir, l.ID+".json"))
+		_ = cmd.Wait() // reap
 		end := launchEnd{code: cmd.ProcessState.ExitCode()}
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			end.signal = unix.SignalName(ws.Signal())
@@ -374,6 +373,9 @@ func (p *Provider) Launch(ctx context.Context, l *provider.Launch) error {
 		}
 		p.mu.Unlock()
 		close(done)
+		// The record goes last: a List that no longer shows the launch finds its end in
+		// ExitStatus, never a window where the launch is neither listed nor reported.
+		_ = os.Remove(filepath.Join(p.dir, l.ID+".json"))
 	}()
 	return nil
 }
