@@ -973,28 +973,13 @@ def test_a_loop_start_interrupted_at_any_bytecode_leaves_one_loop_on_its_own_thr
     # (in_portal false on the portal's own loop, so a blocking call made there hung instead
     # of raising), and one run between the check and the stores left its loop running for
     # ever, unreachable.
-    from lakeshore._transport import Portal
-
-    portals: list[Portal] = []
-    made: list[asyncio.AbstractEventLoop] = []
-    real_new = asyncio.new_event_loop
-
-    def new_event_loop() -> asyncio.AbstractEventLoop:
-        made.append(real_new())
-        return made[-1]
-
-    def start() -> asyncio.AbstractEventLoop:
-        made.clear()
-        portals.append(Portal(name="lakeshore-portal-bytecode-test"))
-        return portals[-1].loop
-
-    def one_loop(boundary: int, loop: asyncio.AbstractEventLoop, handlers: asyncio.AbstractEventLoop) -> None:
-        portal = portals[-1]
+    def one_loop(boundary: int, loop: object, handlers: object, portal: Any, made: list[asyncio.AbstractEventLoop]) -> None:
         try:
             assert handlers is loop, f"boundary {boundary}: the handler and the start use different loops"
+            assert isinstance(loop, asyncio.AbstractEventLoop), f"boundary {boundary}: the start got {loop!r}"
 
             async def on_loop() -> bool:
-                return portal.in_portal()
+                return bool(portal.in_portal())
 
             assert asyncio.run_coroutine_threadsafe(on_loop(), loop).result(10), (
                 f"boundary {boundary}: the portal's thread is not its loop's"
@@ -1006,15 +991,43 @@ def test_a_loop_start_interrupted_at_any_bytecode_leaves_one_loop_on_its_own_thr
         finally:
             portal.close()
 
+    assert _at_each_loop_start_boundary(lambda portal: portal.loop, one_loop) > 10
+
+
+def _at_each_loop_start_boundary(inner: Callable[[Any], object], check: Callable[[int, object, object, Any, list[asyncio.AbstractEventLoop]], None]) -> int:
+    """:func:`_at_each_boundary` over the start of a fresh Portal's loop (``Portal.loop``),
+    with ``inner(portal)`` run at each boundary and every loop ``asyncio.new_event_loop``
+    makes meanwhile recorded. ``check`` gets the boundary, what the start returned (its loop,
+    or the code of the DispatchError it raised), what ``inner`` returned, the portal and the
+    loops made. Every portal is closed at the end. Returns the number of boundaries tried."""
+    from lakeshore._transport import Portal
+
+    portals: list[Portal] = []
+    made: list[asyncio.AbstractEventLoop] = []
+    real_new = asyncio.new_event_loop
+
+    def new_event_loop() -> asyncio.AbstractEventLoop:
+        made.append(real_new())
+        return made[-1]
+
+    def start() -> object:
+        made.clear()
+        portals.append(Portal(name="lakeshore-portal-bytecode-test"))
+        try:
+            return portals[-1].loop
+        except errors.DispatchError as e:
+            return e.code
+
     asyncio.new_event_loop = new_event_loop
     try:
         code = Portal.loop.fget.__code__  # type: ignore[attr-defined]
-        n = _at_each_boundary(code, start, lambda: portals[-1].loop, one_loop)
+        return _at_each_boundary(
+            code, start, lambda: inner(portals[-1]), lambda boundary, got, fired: check(boundary, got, fired, portals[-1], made)
+        )
     finally:
         asyncio.new_event_loop = real_new
         for p in portals:
             p.close()
-    assert n > 10
 
 
 def _at_each_boundary(code: Any, outer: Callable[[], Any], inner: Callable[[], Any], check: Callable[[int, Any, Any], None]) -> int:
@@ -1088,38 +1101,12 @@ def test_a_close_run_at_any_bytecode_of_the_loop_start_leaves_no_loop_running() 
     # close then stops, and no loop is left running. Before, a close run between the
     # start's check and its stores found no loop to stop, and the start then published one
     # on a closed portal that nothing would ever stop.
-    from lakeshore._transport import Portal
-
-    portals: list[Portal] = []
-    made: list[asyncio.AbstractEventLoop] = []
-    real_new = asyncio.new_event_loop
-
-    def new_event_loop() -> asyncio.AbstractEventLoop:
-        made.append(real_new())
-        return made[-1]
-
-    def start() -> object:
-        made.clear()
-        portals.append(Portal(name="lakeshore-portal-bytecode-test"))
-        try:
-            return portals[-1].loop
-        except errors.DispatchError as e:
-            return e.code
-
-    def none_running(boundary: int, got: object, _inner: object) -> None:
+    def none_running(boundary: int, got: object, _inner: object, _portal: Any, made: list[asyncio.AbstractEventLoop]) -> None:
         # No close again here: a second close would stop a loop the first one missed.
         for loop in made:
             _wait_until(lambda: loop.is_closed(), f"boundary {boundary}: a loop left running ({got!r})")
 
-    asyncio.new_event_loop = new_event_loop
-    try:
-        code = Portal.loop.fget.__code__  # type: ignore[attr-defined]
-        n = _at_each_boundary(code, start, lambda: portals[-1].close(), none_running)
-    finally:
-        asyncio.new_event_loop = real_new
-        for p in portals:
-            p.close()
-    assert n > 10
+    assert _at_each_loop_start_boundary(lambda portal: portal.close(), none_running) > 10
 
 
 def test_a_blocking_pool_close_at_any_bytecode_of_a_check_in_leaves_no_socket_open() -> None:
