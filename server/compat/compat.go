@@ -19,6 +19,7 @@ package compat
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -193,21 +194,33 @@ func daemonNamespace(p Principal) string {
 }
 
 // invocation returns invocation id when p may use one of perms on its queue (and, when
-// namespace is set, it is of that namespace). An invocation p may not see answers like an
-// unknown one. Errors: plane.ErrNotFound, *plane.InvalidError.
+// namespace is set, it is of that namespace). An invocation p may not see answers exactly
+// like an unknown one, errNoInvocation either way: the same bytes, so that no answer tells
+// a token which ids exist in another namespace. Errors: plane.ErrNotFound,
+// *plane.InvalidError.
 func (h *handlers) invocation(ctx context.Context, p Principal, namespace, id string, perms ...plane.Permission) (*plane.Invocation, error) {
 	if err := plane.ValidateID(id); err != nil {
 		return nil, err
 	}
 	inv, err := h.cfg.Driver.InvocationGet(ctx, id)
+	if errors.Is(err, plane.ErrNotFound) {
+		return nil, errNoInvocation
+	}
 	if err != nil {
 		return nil, err
 	}
 	if namespace != "" && inv.Namespace != namespace || !p.Allows(inv.Namespace, inv.Queue, perms...) {
-		return nil, fmt.Errorf("%w: invocation %s", plane.ErrNotFound, id)
+		return nil, errNoInvocation
 	}
 	return inv, nil
 }
+
+// errNoInvocation is the answer about an invocation id that names none the token may use,
+// unknown or another tenant's alike: the causes our routes name (plane.InvocationNotFound),
+// never the id, which the client knows. Before, another tenant's id answered "not found:
+// invocation <id>" and an unknown one the plane's bare "not found", an existence oracle
+// (TestForeignInvocationAnswersAsUnknown).
+var errNoInvocation = plane.InvocationNotFound(plane.ErrNotFound, "")
 
 // forbidden is the 403 error for perms on a queue, in the words of our routes' (server's
 // forbidden): "the token does not grant submit or consume on queue ns/q".
