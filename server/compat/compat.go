@@ -77,6 +77,12 @@ type Config struct {
 	// (too many long-polls, shutting down) is answered as is. wait 0 takes no slot. nil:
 	// no bound but waitMax, and the wait ends when Done is closed.
 	LongPoll func(r *http.Request, p Principal, wait time.Duration) (ctx context.Context, capped time.Duration, release func(), err error)
+	// Recheck looks p's token up again (the server's recheckToken: at most once a second)
+	// before a wait hands out what came meanwhile: each delivery of a result stream, the
+	// jobs of a poll that waited, the state an await waited for. An error (the token was
+	// revoked or expired since: unauthorized) ends the stream, or is the answer, the jobs
+	// given back unrun. nil: no check (a principal that cannot be revoked).
+	Recheck func(r *http.Request, p Principal) error
 }
 
 // Routes returns the compatibility routes, pattern → handler, for an http.ServeMux.
@@ -140,6 +146,14 @@ func (h *handlers) longPoll(r *http.Request, p Principal, wait time.Duration) (c
 	}
 	ctx, cancel := h.untilStop(r)
 	return ctx, wait, cancel, nil
+}
+
+// recheck is Config.Recheck, nil without one.
+func (h *handlers) recheck(r *http.Request, p Principal) error {
+	if h.cfg.Recheck == nil {
+		return nil
+	}
+	return h.cfg.Recheck(r, p)
 }
 
 // stopped turns the error of a wait that untilStop's context ended into the server's

@@ -86,6 +86,12 @@ func (h *handlers) await(w http.ResponseWriter, r *http.Request, p Principal) er
 		got, err := h.cfg.Driver.InvocationWait(ctx, &plane.WaitParams{ID: inv.ID, Timeout: wait})
 		err = stopped(ctx, r, err)
 		release()
+		if err == nil || errors.Is(err, plane.ErrTimeout) {
+			// Revoked or expired while it waited: not the state that came meanwhile.
+			if rerr := h.recheck(r, p); rerr != nil {
+				return rerr
+			}
+		}
 		switch {
 		case err == nil:
 			inv = got
