@@ -218,6 +218,12 @@ type SubmitManyParams struct {
 	Namespace   string
 	Queue       string
 	Invocations []SubmitParams
+	// Recheck, when set, is called before each attempt of a submit blocked by a full queue
+	// (Admission.OnFull block) that follows a wait; its error ends the submit, which writes
+	// nothing. A server sets it to look the caller's token up again, so that a token revoked
+	// or expired while its submit waited for room submits nothing (as persist's
+	// Admission.Recheck for a data put). It is not sent over HTTP. nil: no check.
+	Recheck func() error
 }
 
 // SubmitParams describe one invocation to enqueue.

@@ -645,8 +645,16 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		if w.Provider != ref.Name {
 			continue
 		}
-		if _, ok := alive[w.LaunchID]; !ok {
+		l, ok := alive[w.LaunchID]
+		if !ok {
 			continue // ended; its registration has not aged out yet
+		}
+		if l.Namespace != "" && l.Namespace != w.Namespace {
+			// A launch of another namespace's queue: a registration names its launch id
+			// itself, and any token that may consume a queue registers workers in its
+			// namespace, so a worker of this namespace naming another tenant's launch id
+			// must not count as it (nor have it stopped as idle).
+			continue
 		}
 		registered[w.LaunchID] = true
 		if !tr.stopping[w.LaunchID] {

@@ -132,6 +132,10 @@ func (p *principal) scoped() bool {
 	return !p.all && !(p.tok.Namespace == "*" && p.tok.Queue == "*")
 }
 
+// globChars are the characters that make a token's namespace or queue a pattern
+// (path.Match) rather than one name.
+const globChars = "*?[\\"
+
 func globMatch(pattern, name string) bool {
 	ok, err := path.Match(pattern, name)
 	return err == nil && ok

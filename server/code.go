@@ -273,7 +273,7 @@ func (s *Server) handleCodePut(w http.ResponseWriter, r *http.Request, p *princi
 		if errors.As(err, &mbe) {
 			return codeTooLarge(mbe.Limit)
 		}
-		return &plane.InvalidError{Field: "request body", Rule: "send a complete code archive: " + err.Error()}
+		return bodyCut("code archive", err)
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err

@@ -29,6 +29,7 @@ func (s *Server) mountCompat() {
 		LongPoll: func(r *http.Request, p compat.Principal, wait time.Duration) (context.Context, time.Duration, func(), error) {
 			return s.longPoll(r, p.(compatPrincipal).p, wait)
 		},
+		Recheck: func(r *http.Request, p compat.Principal) error { return s.recheckToken(r, p.(compatPrincipal).p) },
 	})
 	for pattern, h := range routes {
 		s.mux.HandleFunc(pattern, h)

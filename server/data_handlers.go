@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"slices"
@@ -63,13 +62,9 @@ func isArrow(r *http.Request) bool {
 // does not decode or does not match the rules of persist.RecordsFromArrow; 413 beyond
 // the body limit.
 func (s *Server) readArrow(w http.ResponseWriter, r *http.Request, withIndex bool) ([]persist.Record, []int64, error) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	data, err := s.readRaw(w, r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, nil, &tooLargeError{limit: mbe.Limit}
-		}
-		return nil, nil, &plane.InvalidError{Field: "request body", Rule: "send a complete body: " + err.Error()}
+		return nil, nil, err
 	}
 	return arrowbody.RecordsFromArrowStream("request body", data, withIndex)
 }

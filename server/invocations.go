@@ -93,6 +93,8 @@ func (s *Server) submit(r *http.Request, p *principal, namespace, queue string, 
 	ctx, cancelStop := context.WithCancelCause(ctx)
 	defer cancelStop(nil)
 	defer context.AfterFunc(s.stopCtx, func() { cancelStop(api.ErrShuttingDown) })()
+	// A token revoked or expired while its submit waited for room submits nothing.
+	params.Recheck = func() error { return s.recheckToken(r, p) }
 	res, err := s.drv.InvocationSubmitMany(ctx, params)
 	if err != nil {
 		return nil, stopErr(ctx, err)

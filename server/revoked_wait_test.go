@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -134,4 +136,57 @@ func TestDataLongPollOfRevokedTokenAnswersUnauthorized(t *testing.T) {
 		require.NoError(t, json.Unmarshal(r.body, &m))
 		require.Equal(t, []int64{0, 1}, m.Indexes, "task %s: nothing consumed or leased for the revoked token", task)
 	}
+}
+
+// TestBlockedSubmitOfRevokedTokenWritesNothing: a submit (ours, and the compatibility
+// route's) that waits for room in a full queue (on_full block) and whose token is revoked
+// meanwhile answers 401 once room is made, and submits nothing (plane.SubmitManyParams.
+// Recheck, called by the planes' one blocking loop, planekit.SubmitBlocking). On the code
+// before, the revoked token's job was queued as soon as a claim made room.
+func TestBlockedSubmitOfRevokedTokenWritesNothing(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{}, 2)
+	b := setupWrapped(t, &server.Config{AdminToken: adminSecret}, func(d plane.Driver) plane.Driver {
+		return &submitEntered{Driver: d, entered: entered}
+	})
+	secret, tok := b.mint(t, "default", "jobs", 0, plane.PermissionSubmit)
+	r := b.doJSON(t, "PUT", Q+"/admission", map[string]any{"max_depth": 1, "on_full": "block"}, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	b.submitDirect(t) // the queue is full
+	answers := make(chan *response, 2)
+	go func() {
+		answers <- b.doJSON(t, "POST", Q+"/invocations", map[string]any{"payload": "ours", "max_wait": 25}, secret)
+	}()
+	go func() {
+		raw, err := msgpack.Marshal(map[string]any{"queue": "jobs", "args_blob": []byte{0xa6, 'c', 'o', 'm', 'p', 'a', 't'}})
+		require.NoError(t, err)
+		answers <- b.do(t, "POST", "/v1/namespaces/default/producer/submit", "application/x-msgpack", raw, secret)
+	}()
+	<-entered // both authenticated, in the plane's submit (blocked: the queue is full)
+	<-entered
+	r = b.do(t, "DELETE", "/v1/tokens/"+tok.ID, "", nil, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	time.Sleep(1100 * time.Millisecond) // past one recheck interval of the submits begun before
+
+	for range 2 { // each claim makes room for one blocked submit
+		_, err := b.back.InvocationClaimMany(t.Context(), &plane.ClaimParams{Namespace: "default", Queue: "jobs",
+			Kind: plane.KindFIFO, Max: 1, LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		(<-answers).requireError(t, 401, "unauthorized") // before: 200, the job queued
+	}
+	n, err := b.back.InvocationCount(t.Context(), &plane.CountParams{Namespace: "default", Queue: "jobs", State: plane.StateQueued})
+	require.NoError(t, err)
+	require.Zero(t, n, "the revoked token's blocked submits queued nothing")
+}
+
+// submitEntered is a plane that tells entered when a submit the server makes reaches it,
+// before it runs.
+type submitEntered struct {
+	plane.Driver
+	entered chan<- struct{}
+}
+
+func (s *submitEntered) InvocationSubmitMany(ctx context.Context, p *plane.SubmitManyParams) ([]plane.SubmitResult, error) {
+	s.entered <- struct{}{}
+	return s.Driver.InvocationSubmitMany(ctx, p)
 }

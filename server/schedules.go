@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -207,6 +208,21 @@ func (s *Server) handleScheduleList(w http.ResponseWriter, r *http.Request, p *p
 		return err
 	}
 	out := &api.SchedulesResponse{Schedules: make([]api.Schedule, 0, min(size, 64))}
+	if !p.seesEverySchedule() {
+		// A scoped token's pages skip what it does not cover, and a page that read
+		// scheduleListPages plane pages answers a (sealed) cursor: over a namespace the
+		// token covers nothing of, that cursor told it that the namespace held more than
+		// scheduleListPages × limit schedules, and following it counted them. So the
+		// listing reads only where the token may see: nothing of a namespace it does not
+		// cover, and only its own namespace when its token names one (no glob).
+		switch {
+		case params.Namespace != "" && !p.allowsNamespace(params.Namespace, anyPerms...), !p.has(anyPerms):
+			s.write(w, r, http.StatusOK, out)
+			return nil
+		case params.Namespace == "" && p.tok != nil && !strings.ContainsAny(p.tok.Namespace, globChars):
+			params.Namespace = p.tok.Namespace
+		}
+	}
 	for range scheduleListPages {
 		page, err := s.drv.ScheduleList(r.Context(), params)
 		if err != nil {

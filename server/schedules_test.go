@@ -228,16 +228,64 @@ func TestScheduleListCursorHidesOthers(t *testing.T) {
 	require.Equal(t, []string{"team-b/mine"}, follow(teamB, ""))
 	require.Equal(t, []string{"team-a/visible"}, follow(q1, "namespace=team-a"))
 
-	r = b.doJSON(t, "GET", "/v1/schedules?limit=1", nil, teamB)
+	r = b.doJSON(t, "GET", "/v1/schedules?limit=1&namespace=team-a", nil, q1) // past the hidden ones: a sealed cursor
 	var page api.SchedulesResponse
 	require.NoError(t, json.Unmarshal(r.body, &page))
 	require.NotEmpty(t, page.Next)
 	forged := page.Next[:len(page.Next)-2] + "AA"
-	b.doJSON(t, "GET", "/v1/schedules?limit=1&after="+url.QueryEscape(forged), nil, teamB).requireError(t, 400, "invalid")
+	b.doJSON(t, "GET", "/v1/schedules?limit=1&namespace=team-a&after="+url.QueryEscape(forged), nil, q1).requireError(t, 400, "invalid")
 	other := setup(t, &server.Config{AdminToken: "another-admin-secret"})
 	other.doJSON(t, "GET", "/v1/schedules?limit=1&after="+url.QueryEscape(page.Next), nil, "another-admin-secret").requireError(t, 400, "invalid")
 
 	r = b.doJSON(t, "GET", "/v1/schedules?limit=1", nil, adminSecret)
 	require.NoError(t, json.Unmarshal(r.body, &page))
 	require.Equal(t, "team-a/secret-00", page.Next, "the admin's cursor is the plain one")
+}
+
+// TestScheduleListTellsNothingOfOtherNamespaces: a scoped token's listing reads nothing of a
+// namespace it does not cover, so its answer is the same whether that namespace holds no
+// schedule or many. On the old code, team-a's token listing team-b's namespace (or every
+// namespace) one at a time got an empty page with a sealed cursor once team-b held more
+// than 8 schedules (the pages one request reads), and none when it held none: following
+// the cursor counted team-b's schedules. Its own schedules still list in full.
+func TestScheduleListTellsNothingOfOtherNamespaces(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	teamA, _ := b.mint(t, "team-a", "*", 0, plane.PermissionRead)
+	glob, _ := b.mint(t, "team-[ac]", "*", 0, plane.PermissionRead)
+	dataOnly, _ := b.mint(t, "*", "*", 0, plane.PermissionDataRead)
+	list := func(token, query string) api.SchedulesResponse {
+		t.Helper()
+		r := b.doJSON(t, "GET", "/v1/schedules?"+query, nil, token)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		var page api.SchedulesResponse
+		require.NoError(t, json.Unmarshal(r.body, &page))
+		return page
+	}
+	before := map[string]api.SchedulesResponse{}
+	queries := []string{"limit=1&namespace=team-b", "limit=1", "limit=1&namespace=team-zz"}
+	for _, q := range queries {
+		before[q] = list(teamA, q)
+	}
+	for i := range 20 {
+		r := b.doJSON(t, "PUT", fmt.Sprintf("/v1/namespaces/team-b/schedules/s%02d", i), map[string]any{"queue": "q", "every": 60}, adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	r := b.doJSON(t, "PUT", "/v1/namespaces/team-a/schedules/mine", map[string]any{"queue": "q", "every": 60}, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	for _, q := range []string{queries[0], queries[2]} {
+		require.Equal(t, before[q], list(teamA, q), "%s: the same answer whatever team-b holds", q)
+	}
+	for _, token := range []string{teamA, dataOnly} {
+		require.Empty(t, list(token, "limit=1&namespace=team-b").Next, "nothing read of team-b")
+	}
+	page := list(teamA, "limit=1")
+	require.Equal(t, "", page.Next, "team-a's token reads only team-a")
+	require.Len(t, page.Schedules, 1)
+	require.Equal(t, "mine", page.Schedules[0].Name)
+	page = list(glob, "limit=1&namespace=team-b")
+	require.Empty(t, page.Schedules)
+	require.Equal(t, "", page.Next, "a glob that does not cover team-b reads nothing of it")
+	page = list(glob, "limit=1&namespace=team-a")
+	require.Equal(t, []string{"mine"}, []string{page.Schedules[0].Name})
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path"
@@ -663,9 +664,26 @@ func (s *Server) readRaw(w http.ResponseWriter, r *http.Request) ([]byte, error)
 		if errors.As(err, &mbe) {
 			return nil, &tooLargeError{limit: mbe.Limit}
 		}
-		return nil, &plane.InvalidError{Field: "request body", Rule: "send a complete body: " + err.Error()}
+		return nil, bodyCut("body", err)
 	}
 	return data, nil
+}
+
+// bodyCut is the error of a request body whose reading failed short of its end (what
+// readRaw and a code upload read): *plane.InvalidError saying what happened in words, never
+// the read's own error, whose text names the connection's addresses ("read tcp
+// 10.0.0.5:7077->10.0.0.9:51234: i/o timeout": the server's address and port behind a
+// proxy) and Go's internals. what names the body ("body", "code archive").
+func bodyCut(what string, err error) error {
+	var ne net.Error
+	why := "the connection failed before its end"
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		why = "it ended before the length its Content-Length (or chunking) declared"
+	case errors.As(err, &ne) && ne.Timeout():
+		why = "it stopped arriving before its end, until the server's read deadline passed"
+	}
+	return &plane.InvalidError{Field: "request body", Rule: "send a complete " + what + ": " + why}
 }
 
 // value checks a payload, result or frame value named field: one value the wire codec

@@ -69,7 +69,8 @@ func (l *Lines) Ahead(key string, tk *Ticket) bool {
 // arrival order, in this process): first for its turn, then, at the head, for a change of
 // the queue's RoomKey in hub (a claim or cancel made room) before it tries again, until ctx
 // ends (a *plane.AdmissionError of plane.ErrQueueFull, with ctx's error as its cause) or
-// stop closes (plane.ErrClosed). once gets the submit's ticket (nil before it blocked);
+// stop closes (plane.ErrClosed), or p.Recheck, called before each attempt after a wait,
+// fails (its error). once gets the submit's ticket (nil before it blocked);
 // sleep is the plane's wait for a notification (planekit.DB.Sleep).
 func SubmitBlocking(ctx context.Context, p *plane.SubmitManyParams, l *Lines, hub *Hub, stop <-chan struct{},
 	sleep func(context.Context, <-chan struct{}, time.Duration) error,
@@ -82,6 +83,13 @@ func SubmitBlocking(ctx context.Context, p *plane.SubmitManyParams, l *Lines, hu
 		}
 	}()
 	for {
+		if tk != nil && p.Recheck != nil {
+			// Blocked before and waited since: the caller (a server's token) may have lost
+			// its right to submit meanwhile.
+			if err := p.Recheck(); err != nil {
+				return nil, err
+			}
+		}
 		var changed <-chan struct{}
 		release := func() {}
 		if tk != nil {

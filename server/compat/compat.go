@@ -19,6 +19,7 @@ package compat
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -76,6 +77,12 @@ type Config struct {
 	// (too many long-polls, shutting down) is answered as is. wait 0 takes no slot. nil:
 	// no bound but waitMax, and the wait ends when Done is closed.
 	LongPoll func(r *http.Request, p Principal, wait time.Duration) (ctx context.Context, capped time.Duration, release func(), err error)
+	// Recheck looks p's token up again (the server's recheckToken: at most once a second)
+	// before a wait hands out what came meanwhile: each delivery of a result stream, the
+	// jobs of a poll that waited, the state an await waited for. An error (the token was
+	// revoked or expired since: unauthorized) ends the stream, or is the answer, the jobs
+	// given back unrun. nil: no check (a principal that cannot be revoked).
+	Recheck func(r *http.Request, p Principal) error
 }
 
 // Routes returns the compatibility routes, pattern → handler, for an http.ServeMux.
@@ -141,6 +148,14 @@ func (h *handlers) longPoll(r *http.Request, p Principal, wait time.Duration) (c
 	return ctx, wait, cancel, nil
 }
 
+// recheck is Config.Recheck, nil without one.
+func (h *handlers) recheck(r *http.Request, p Principal) error {
+	if h.cfg.Recheck == nil {
+		return nil
+	}
+	return h.cfg.Recheck(r, p)
+}
+
 // stopped turns the error of a wait that untilStop's context ended into the server's
 // shutting_down (503, Retry-After: 1) when the server stopped it, not the client.
 func stopped(ctx context.Context, r *http.Request, err error) error {
@@ -193,21 +208,33 @@ func daemonNamespace(p Principal) string {
 }
 
 // invocation returns invocation id when p may use one of perms on its queue (and, when
-// namespace is set, it is of that namespace). An invocation p may not see answers like an
-// unknown one. Errors: plane.ErrNotFound, *plane.InvalidError.
+// namespace is set, it is of that namespace). An invocation p may not see answers exactly
+// like an unknown one, errNoInvocation either way: the same bytes, so that no answer tells
+// a token which ids exist in another namespace. Errors: plane.ErrNotFound,
+// *plane.InvalidError.
 func (h *handlers) invocation(ctx context.Context, p Principal, namespace, id string, perms ...plane.Permission) (*plane.Invocation, error) {
 	if err := plane.ValidateID(id); err != nil {
 		return nil, err
 	}
 	inv, err := h.cfg.Driver.InvocationGet(ctx, id)
+	if errors.Is(err, plane.ErrNotFound) {
+		return nil, errNoInvocation
+	}
 	if err != nil {
 		return nil, err
 	}
 	if namespace != "" && inv.Namespace != namespace || !p.Allows(inv.Namespace, inv.Queue, perms...) {
-		return nil, fmt.Errorf("%w: invocation %s", plane.ErrNotFound, id)
+		return nil, errNoInvocation
 	}
 	return inv, nil
 }
+
+// errNoInvocation is the answer about an invocation id that names none the token may use,
+// unknown or another tenant's alike: the causes our routes name (plane.InvocationNotFound),
+// never the id, which the client knows. Before, another tenant's id answered "not found:
+// invocation <id>" and an unknown one the plane's bare "not found", an existence oracle
+// (TestForeignInvocationAnswersAsUnknown).
+var errNoInvocation = plane.InvocationNotFound(plane.ErrNotFound, "")
 
 // forbidden is the 403 error for perms on a queue, in the words of our routes' (server's
 // forbidden): "the token does not grant submit or consume on queue ns/q".

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -567,4 +569,55 @@ func TestLongPollsBounded(t *testing.T) {
 	srv.Stop()
 	require.Equal(t, http.StatusServiceUnavailable, <-held, "the held await ends with the server's stop")
 	require.Equal(t, http.StatusOK, <-streamed)
+}
+
+// TestForeignInvocationAnswersAsUnknown: the compatibility routes addressed by invocation id
+// (await, ack, a result stream) answer another namespace's invocation exactly like an id no
+// invocation has, the same status and the same bytes, as our routes do (docs/http-api.md,
+// "Errors"): no existence oracle. On the old code another tenant's id answered "not found:
+// invocation <id>" and an unknown one the plane's bare "not found".
+func TestForeignInvocationAnswersAsUnknown(t *testing.T) {
+	t.Parallel()
+	drv := sqlite(t)
+	const admin = "compat-admin-secret"
+	srv := server.New(drv, &server.Config{AdminToken: admin})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() { srv.Stop(); ts.Close() })
+	a, b := mint(t, ts.URL, admin, "team-a", "submit", "consume", "read"), mint(t, ts.URL, admin, "team-b", "submit", "consume", "read")
+	ids := plane.NewIDGenerator()
+	theirs, unknown := ids.New(time.Now()), ids.New(time.Now().Add(time.Second))
+	status, out := callAs(t, ts.URL, "/v1/namespaces/team-b/producer/submit", b, map[string]any{"invocation_id": theirs, "queue": "q", "args_blob": []byte{0x01}})
+	require.Equal(t, http.StatusOK, status, out)
+	answer := func(method, path string, body map[string]any) string {
+		var rd io.Reader
+		if body != nil {
+			raw, err := msgpack.Marshal(body)
+			require.NoError(t, err)
+			rd = bytes.NewReader(raw)
+		}
+		req, err := http.NewRequestWithContext(t.Context(), method, ts.URL+path, rd)
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-msgpack")
+		req.Header.Set("Authorization", "Bearer "+a)
+		r, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer r.Body.Close()
+		raw, err := io.ReadAll(r.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusNotFound, r.StatusCode, "%s %s: %s", method, path, raw)
+		return string(raw)
+	}
+	for _, ns := range []string{"team-a", "team-b"} {
+		path := "/v1/namespaces/" + ns + "/producer/await"
+		require.Equal(t, answer("POST", path, map[string]any{"invocation_id": unknown}),
+			answer("POST", path, map[string]any{"invocation_id": theirs}), "await in %s", ns)
+	}
+	require.Equal(t, answer("POST", "/v1/daemon/ack", map[string]any{"invocation_id": unknown, "state": "succeeded"}),
+		answer("POST", "/v1/daemon/ack", map[string]any{"invocation_id": theirs, "state": "succeeded"}), "ack")
+	stream := "/v1/namespaces/team-b/producer/invocations/%s/result/stream"
+	require.Equal(t, strings.ReplaceAll(answer("GET", fmt.Sprintf(stream, unknown), nil), unknown, "ID"),
+		strings.ReplaceAll(answer("GET", fmt.Sprintf(stream, theirs), nil), theirs, "ID"), "stream")
+	inv, err := drv.InvocationGet(t.Context(), theirs)
+	require.NoError(t, err)
+	require.Equal(t, plane.StateQueued, inv.State, "nothing of team-b's changed")
 }

@@ -202,6 +202,14 @@ func (h *handlers) poll(w http.ResponseWriter, r *http.Request, p Principal) err
 	if err != nil {
 		return stopped(ctx, r, err)
 	}
+	if len(jobs) > 0 {
+		// A token revoked or expired while the poll waited gets no job: given back at once,
+		// unrun (its attempt not counted), as our claim does.
+		if err := h.recheck(r, p); err != nil {
+			_ = plane.ReleaseAbandoned(r.Context(), h.cfg.Driver, jobs)
+			return err
+		}
+	}
 	commands := []map[string]any{}
 	for _, job := range jobs {
 		if err := h.record(r.Context(), job, req.WorkerID); err != nil {

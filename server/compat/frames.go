@@ -112,6 +112,15 @@ func (h *handlers) writeStream(w http.ResponseWriter, r *http.Request, p Princip
 			}
 			return err
 		}
+		// A stream lasts as long as its journal stays open: a token revoked or expired
+		// meanwhile gets nothing more, and holds its long-poll slot no longer (the stream
+		// ends; reconnecting answers 401).
+		if err := h.recheck(r, p); err != nil {
+			if wrote {
+				return nil
+			}
+			return err
+		}
 		if !wrote {
 			w.Header().Set("Content-Type", "application/x-msgpack-stream")
 			w.WriteHeader(http.StatusOK)

@@ -52,7 +52,8 @@ func (h *handlers) submit(w http.ResponseWriter, r *http.Request, p Principal) e
 	if one.Payload == nil {
 		one.Payload = []byte{0xc0} // msgpack nil: the plane stores bytes
 	}
-	res, err := h.cfg.Driver.InvocationSubmitMany(r.Context(), &plane.SubmitManyParams{Namespace: namespace, Queue: queue, Invocations: []plane.SubmitParams{one}})
+	res, err := h.cfg.Driver.InvocationSubmitMany(r.Context(), &plane.SubmitManyParams{Namespace: namespace, Queue: queue, Invocations: []plane.SubmitParams{one},
+		Recheck: func() error { return h.recheck(r, p) }}) // a submit blocked by a full queue: as ours
 	if err != nil {
 		return err
 	}
@@ -86,6 +87,12 @@ func (h *handlers) await(w http.ResponseWriter, r *http.Request, p Principal) er
 		got, err := h.cfg.Driver.InvocationWait(ctx, &plane.WaitParams{ID: inv.ID, Timeout: wait})
 		err = stopped(ctx, r, err)
 		release()
+		if err == nil || errors.Is(err, plane.ErrTimeout) {
+			// Revoked or expired while it waited: not the state that came meanwhile.
+			if rerr := h.recheck(r, p); rerr != nil {
+				return rerr
+			}
+		}
 		switch {
 		case err == nil:
 			inv = got
