@@ -3,7 +3,10 @@ package lakeshore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/fabric"
@@ -20,6 +23,38 @@ type modeRun struct {
 	metadata    map[string]string
 	timeLimit   time.Duration // 0: none
 	requirement *plane.Requirement
+	files       map[string]bool // the shipped code's paths; nil when the mode ships none
+}
+
+// functionRe is the form of SubmitOptions.Function: [directory/]module:qualname, with
+// Python identifiers (ASCII) separated by dots, and a directory of clean relative parts.
+var functionRe = regexp.MustCompile(`^(?:((?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_.-]+)/)?([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*):([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)$`)
+
+// checkFunction checks that fn, a SubmitOptions.Function of mode, is well formed and
+// names a module of the code the mode ships, as the Python worker will (code.load_function);
+// refused here, nothing is uploaded and no job made that could only fail.
+func (r *modeRun) checkFunction(mode, fn string) error {
+	if r.files == nil {
+		return plane.Invalid("function", fn, fmt.Sprintf("mode %q ships no code to import it from: name a mode that ships code", mode))
+	}
+	sm := functionRe.FindStringSubmatch(fn)
+	if sm == nil {
+		return plane.Invalid("function", fn, "use module:qualname or directory/module:qualname, e.g. sentiment.model:score or src/pkg.mod:main")
+	}
+	dir := sm[1]
+	for _, part := range strings.Split(dir, "/") {
+		if dir != "" && (part == "." || part == "..") {
+			return plane.Invalid("function", fn, "the directory must be a clean relative path inside the code")
+		}
+	}
+	mod := strings.ReplaceAll(sm[2], ".", "/")
+	if dir != "" {
+		mod = dir + "/" + mod
+	}
+	if !r.files[mod+".py"] && !r.files[mod+"/__init__.py"] {
+		return plane.Invalid("function", fn, fmt.Sprintf("no %s.py or %s/__init__.py in the code mode %q ships: name a module of the project (its code.mounts or git tree)", mod, mod, mode))
+	}
+	return nil
 }
 
 // modeRuns resolves the modes a batch names, each once: the project file is read once
@@ -34,13 +69,19 @@ type modeRuns struct {
 // mode's metadata over o.Metadata (copied, never the caller's map), its time limit as
 // AttemptTimeout and its resources as Requirement unless o sets them.
 func (m *modeRuns) apply(ctx context.Context, o *SubmitOptions) error {
-	run, err := m.run(ctx, o.Mode)
+	if o.Function != "" && o.Mode == "" {
+		return plane.Invalid("function", o.Function, "name a --mode (SubmitOptions.Mode) that ships code: the function is imported from that code")
+	}
+	run, err := m.run(ctx, o.Mode, o.Function)
 	if err != nil {
 		return err
 	}
 	md := make(map[string]string, len(o.Metadata)+len(run.metadata))
 	maps.Copy(md, o.Metadata)
 	maps.Copy(md, run.metadata)
+	if o.Function != "" {
+		md[fabric.MetaFunction] = o.Function
+	}
 	o.Metadata = md
 	if o.AttemptTimeout == 0 {
 		o.AttemptTimeout = run.timeLimit
@@ -51,8 +92,15 @@ func (m *modeRuns) apply(ctx context.Context, o *SubmitOptions) error {
 	return nil
 }
 
-func (m *modeRuns) run(ctx context.Context, name string) (*modeRun, error) {
+// run resolves mode name, checking function (SubmitOptions.Function; "" for none)
+// against its code before the code is uploaded.
+func (m *modeRuns) run(ctx context.Context, name, function string) (*modeRun, error) {
 	if run := m.runs[name]; run != nil {
+		if function != "" {
+			if err := run.checkFunction(name, function); err != nil {
+				return nil, err
+			}
+		}
 		return run, nil
 	}
 	if m.cfg == nil {
@@ -67,6 +115,7 @@ func (m *modeRuns) run(ctx context.Context, name string) (*modeRun, error) {
 		return nil, err
 	}
 	digest, gitContext := "", ""
+	var files map[string]bool
 	if mode.Code {
 		up, ok := m.q.d.drv.(codeUploader)
 		if !ok {
@@ -75,6 +124,15 @@ func (m *modeRuns) run(ctx context.Context, name string) (*modeRun, error) {
 		snap, err := fabric.Scan(m.cfg.Dir, m.cfg.Code)
 		if err != nil {
 			return nil, err
+		}
+		files = make(map[string]bool, len(snap.Files))
+		for _, f := range snap.Files {
+			files[f.Path] = true
+		}
+		if function != "" {
+			if err := (&modeRun{files: files}).checkFunction(name, function); err != nil {
+				return nil, err
+			}
 		}
 		if _, err := up.CodeUpload(ctx, m.q.opts.Namespace, m.q.name, snap.Digest, func() ([]byte, error) {
 			if err := snap.BuildArchive(); err != nil {
@@ -90,7 +148,10 @@ func (m *modeRuns) run(ctx context.Context, name string) (*modeRun, error) {
 			gitContext = string(g)
 		}
 	}
-	run := &modeRun{metadata: mode.Metadata(digest), timeLimit: mode.TimeLimit, requirement: mode.Resources.Requirement()}
+	run := &modeRun{metadata: mode.Metadata(digest), timeLimit: mode.TimeLimit, requirement: mode.Resources.Requirement(), files: files}
+	if function != "" && files == nil {
+		return nil, run.checkFunction(name, function) // a mode shipping no code: refused
+	}
 	if gitContext != "" {
 		run.metadata[fabric.MetaGit] = gitContext
 	}

@@ -127,3 +127,73 @@ func TestSubmitMode(t *testing.T) {
 	require.ErrorIs(t, err, lakeshore.ErrInvalid)
 	require.ErrorContains(t, err, "needs a server")
 }
+
+// TestSubmitModeFunction: SubmitOptions.Function (lakeshore submit --function) names the
+// Python function a code-shipping run imports, stored as lakeshore.function; one naming a
+// module the code does not hold, a malformed one, one without a mode or with a mode that
+// ships no code is *InvalidError naming function, with nothing uploaded or submitted.
+// Found by a new user's trial (2026-12-07): a run submitted from the CLI or Go shipped the
+// code but could name no function in it, so a worker serving the queue by name failed it
+// ("this worker has no function for the queue").
+func TestSubmitModeFunction(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "lakeshore.yaml"), []byte(modeYAML), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "src", "pkg"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "src", "job.py"), []byte("def main(x): return x\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "src", "pkg", "__init__.py"), []byte("def run(): pass\n"), 0o644))
+	t.Chdir(dir)
+	t.Setenv(fabric.EnvConfig, "")
+	ctx := t.Context()
+
+	drv, err := sqliteplane.Open(ctx, ":memory:", nil)
+	require.NoError(t, err)
+	srv := server.New(drv, &server.Config{CodeDir: t.TempDir()})
+	var puts atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			puts.Add(1)
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { ts.Close(); srv.Stop(); drv.Close() })
+	d, err := lakeshore.Open(ctx, ts.URL, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	q, err := d.Queue("q", nil)
+	require.NoError(t, err)
+
+	for fn, why := range map[string]string{
+		"src/nosuch:main": `no src/nosuch.py or src/nosuch/__init__.py in the code mode "shipped" ships`,
+		"os:system":       `no os.py or os/__init__.py in the code mode "shipped" ships`,
+		"src/job":         "use module:qualname or directory/module:qualname",
+		"src/job:":        "use module:qualname or directory/module:qualname",
+		"../src/job:main": "the directory must be a clean relative path inside the code",
+	} {
+		_, err := q.Submit(ctx, 1, &lakeshore.SubmitOptions{Mode: "shipped", Function: fn})
+		require.ErrorIs(t, err, lakeshore.ErrInvalid, fn)
+		require.ErrorContains(t, err, `invalid function "`+fn+`": `+why)
+	}
+	require.Zero(t, puts.Load(), "a bad function uploads nothing")
+	_, err = q.Submit(ctx, 1, &lakeshore.SubmitOptions{Function: "src/job:main"})
+	require.ErrorContains(t, err, "name a --mode (SubmitOptions.Mode) that ships code")
+	_, err = q.Submit(ctx, 1, &lakeshore.SubmitOptions{Mode: "a100", Function: "src/job:main"})
+	require.ErrorContains(t, err, `mode "a100" ships no code to import it from`)
+	n, err := q.Count(ctx, lakeshore.StateQueued)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing was submitted")
+
+	for _, fn := range []string{"src/job:main", "src/pkg:run"} {
+		id, err := q.Submit(ctx, map[string]any{"x": 1}, &lakeshore.SubmitOptions{Mode: "shipped", Function: fn})
+		require.NoError(t, err, fn)
+		inv, err := q.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, fn, inv.Metadata[fabric.MetaFunction])
+		require.True(t, fabric.ValidDigest(inv.Metadata[fabric.MetaCode]))
+	}
+	// In one batch, the mode's code is scanned once and each submission's function checked.
+	_, err = q.SubmitMany(ctx, []lakeshore.Submission{
+		{Payload: 1, SubmitOptions: lakeshore.SubmitOptions{Mode: "shipped", Function: "src/job:main"}},
+		{Payload: 2, SubmitOptions: lakeshore.SubmitOptions{Mode: "shipped", Function: "src/gone:main"}},
+	})
+	require.ErrorContains(t, err, `submission [1]: invalid function "src/gone:main"`)
+}

@@ -193,6 +193,17 @@ type SubmitOptions struct {
 	// that ships code on a plane that keeps none), the upload's. Defaults to "": none.
 	Mode string
 
+	// Function names the Python function a run of a code-shipping Mode imports from the
+	// shipped code (fabric.MetaFunction, docs/fabric.md): "module:qualname", or
+	// "directory/module:qualname" for a module imported from a directory of the code (the
+	// src layout). A Python worker serving the queue by name then runs it with the
+	// payload's fields (a JSON object) as keyword arguments. Needs a Mode that ships code,
+	// and the module must be a file of that code (module/path.py or
+	// module/path/__init__.py, below the directory): checked before anything is uploaded,
+	// as the worker checks it again. Errors: *InvalidError naming function. Defaults to
+	// "": the worker's own function for the queue (its @udf).
+	Function string
+
 	// Metadata are free-form string headers carried with the invocation (Job.Metadata,
 	// Invocation.Metadata). Defaults to none.
 	Metadata map[string]string

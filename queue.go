@@ -89,7 +89,7 @@ func (q *Queue) SubmitManyResults(ctx context.Context, batch []Submission) ([]Su
 	}
 	modes := modeRuns{q: q}
 	for i, s := range batch {
-		if s.Mode != "" {
+		if s.Mode != "" || s.Function != "" {
 			if err := modes.apply(ctx, &s.SubmitOptions); err != nil {
 				if len(batch) > 1 {
 					return nil, fmt.Errorf("submission [%d]: %w", i, err)

@@ -143,6 +143,25 @@ func (r *MetaRequest) TimeoutError() error {
 		ErrTimeout, r.BatchSize, strings.Join(r.Fields, ", "), r.Task, r.Partition, messageDuration(r.WaitTimeout()))
 }
 
+// TimeoutErrorWith is TimeoutError followed by what st — the store's Stats, read as the
+// wait ended — says of the request's partition and task: the records put into the
+// partition and those the task has consumed (stale ones dropped included) and, for a
+// staleness-bounded read, the queue's current weight version, the oldest version the
+// bound takes and the records dropped as stale. A trainer whose wait timed out then sees
+// whether its records were never put, already consumed, or too old (found by a trial:
+// after set_version ran ahead of the rollouts, every read timed out saying only "no full
+// batch", while each record put was dropped as stale at once).
+func (r *MetaRequest) TimeoutErrorWith(st Stats) error {
+	consumed := st.ConsumedByTask[r.Partition+"/"+r.Task]
+	why := fmt.Sprintf("partition %q holds %d records put, %d of them consumed by task %q (stale ones dropped included)",
+		r.Partition, st.Partitions[r.Partition], consumed, r.Task)
+	if r.Staleness != nil {
+		why += fmt.Sprintf("; the queue is at weight version %d and max_staleness %d takes versions ≥ %d; %d records dropped as stale so far (every task)",
+			st.WeightVersion, r.Staleness.Max, max(st.WeightVersion-r.Staleness.Max, 0), st.StaleDropped)
+	}
+	return fmt.Errorf("%w: %s", r.TimeoutError(), why)
+}
+
 // messageDuration is d as an error message says it: to the millisecond from 1 ms up. A
 // wait's timeout may be what was left of a deadline (the HTTP store sends the time left
 // of its caller's timeout, 1.499999259 s of 1.5 s), and a measured wait is never a round

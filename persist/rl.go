@@ -613,7 +613,19 @@ func (q *Queue) SetVersion(ctx context.Context, version int64) error {
 // a bad argument whatever the current version). Errors: *InvalidError naming version.
 func CheckSetVersion(version int64) error {
 	if version < 0 {
-		return &InvalidError{Field: "version", Value: version, Rule: "≥ 0"}
+		return &InvalidError{Field: "version", Value: version, Rule: "use an integer ≥ 0"}
+	}
+	return nil
+}
+
+// CheckVersionForward is the rule every store's SetVersion (and rl.Weights.Publish)
+// applies against the queue's current version: versions never go back, the same version
+// again is allowed (a no-op). Errors: *InvalidError naming version, the current version
+// and what is allowed.
+func CheckVersionForward(version, current int64) error {
+	if version < current {
+		return &InvalidError{Field: "version", Value: version,
+			Rule: fmt.Sprintf("the queue is at version %d: use %d or more (versions never go back)", current, current)}
 	}
 	return nil
 }

@@ -84,8 +84,8 @@ func (w *Weights) Publish(ctx context.Context, version int64, weights any) error
 	if err != nil {
 		return err
 	}
-	if version < current {
-		return &persist.InvalidError{Field: "version", Value: version, Rule: fmt.Sprintf("≥ %d, the queue's current version (versions never go back)", current)}
+	if err := persist.CheckVersionForward(version, current); err != nil {
+		return err
 	}
 	if version > current || !w.Exists(ctx, version) {
 		b, err := wire.Marshal(weights)

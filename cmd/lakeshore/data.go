@@ -51,7 +51,7 @@ the fragments in the bucket; namespace --namespace).`,
 	}
 	cmd.PersistentFlags().StringVar(&o.dir, "data-dir", "", "root of local data queues (default: $"+lakeshore.EnvHome+"/data/{namespace})")
 	cmd.AddCommand(newDataPutCmd(a, o), newDataGetCmd(a, o), newDataStatsCmd(a, o), newDataFlushCmd(a, o),
-		newDataPartitionsCmd(a, o), newDataConsumptionCmd(a, o), newDataExportCmd(a, o))
+		newDataPartitionsCmd(a, o), newDataConsumptionCmd(a, o), newDataExportCmd(a, o), newDataVersionCmd(a, o))
 	return cmd
 }
 
@@ -339,7 +339,8 @@ func newDataStatsCmd(a *app, o *dataOpts) *cobra.Command {
 						"tail_rows": st.TailRows, "fragment_rows": st.FragmentRows, "fragments": st.Fragments,
 						"fragment_bytes": st.FragmentBytes, "manifest_version": st.ManifestVersion,
 						"pending_fragments": st.PendingFragments, "partitions": nonNilMap(st.Partitions),
-						"consumed_by_task": nonNilMap(st.ConsumedByTask)})
+						"consumed_by_task": nonNilMap(st.ConsumedByTask), "weight_version": st.WeightVersion,
+						"stale_dropped": st.StaleDropped, "groups_dropped": st.GroupsDropped, "samples_unused": st.SamplesUnused})
 				}
 				tw := a.table()
 				for _, kv := range []struct {
@@ -347,13 +348,53 @@ func newDataStatsCmd(a *app, o *dataOpts) *cobra.Command {
 					v any
 				}{{"records", st.Len}, {"next index", st.NextIndex}, {"cleared", st.Cleared}, {"tail rows", st.TailRows},
 					{"fragment rows", st.FragmentRows}, {"fragments", st.Fragments}, {"fragment bytes", st.FragmentBytes},
-					{"partitions", len(st.Partitions)}, {"pending fragments", st.PendingFragments}} {
+					{"partitions", len(st.Partitions)}, {"pending fragments", st.PendingFragments},
+					// The RL figures (docs/persist.md, "Weight versions, …"): what a trainer
+					// whose reads come back short asks first.
+					{"weight version", st.WeightVersion}, {"stale dropped", st.StaleDropped},
+					{"groups dropped", st.GroupsDropped}, {"samples unused", st.SamplesUnused}} {
 					tw.row(kv.k, kv.v)
 				}
 				return tw.Flush()
 			})
 		},
 	}
+}
+
+// newDataVersionCmd shows a data queue's current weight version (persist.Queue.Version),
+// or advances it with --set (Queue.SetVersion: versions never go back).
+func newDataVersionCmd(a *app, o *dataOpts) *cobra.Command {
+	var set int64
+	cmd := &cobra.Command{
+		Use:   "version QUEUE",
+		Short: "Show a data queue's current weight version, or advance it with --set N (versions never go back)",
+		Long: `Prints the data queue's current weight version: the version the trainer published last
+(Weights.publish, set_version), against which staleness-bounded reads judge records and
+--max-ahead back-pressure holds producers. --set N advances it to N, as a trainer's
+set_version does: the same version again changes nothing, a lower one is refused (exit 2).`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return a.withData(c, o, args[0], func(q *persist.Queue) error {
+				if c.Flags().Changed("set") {
+					if err := q.SetVersion(c.Context(), set); err != nil {
+						return err
+					}
+				}
+				v, err := q.Version(c.Context())
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(map[string]any{"version": v})
+				}
+				_, err = fmt.Fprintln(a.stdout, v)
+				return err
+			})
+		},
+	}
+	cmd.Flags().Int64Var(&set, "set", 0, "advance the current version to this (≥ the current one)")
+	nonNegative(cmd, "set")
+	return cmd
 }
 
 func nonNilMap(m map[string]int64) map[string]int64 {

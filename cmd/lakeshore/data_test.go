@@ -384,3 +384,54 @@ func TestDataPutRefusedCreatesNothing(t *testing.T) {
 	c.run(`{"x": 1}`+"\n", "data", "put", "kinds") // a good put still creates it
 	c.ok("data", "stats", "kinds")
 }
+
+// TestDataVersionAndRLFigures: `data version` shows and advances a data queue's weight
+// version, refusing one that goes back with what is allowed, and `data stats` shows the
+// RL figures (the version, stale and group drops, unused samples), in the table and in
+// --json (docs/cli.md said --json had "every figure"; these four were left out, so a
+// trainer reading short batches could not see from the CLI that stale records were being
+// dropped). Found by a new user's trial, 2026-12-07.
+func TestDataVersionAndRLFigures(t *testing.T) {
+	t.Parallel()
+	for name, newCLI := range map[string]func(*testing.T) *dataCLI{"local": newLocalDataCLI, "http": newHTTPDataCLI} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t)
+			ctx := context.Background()
+			c.data(`{"x": 1, "weight_version": 0}`+"\n"+`{"x": 2, "weight_version": 3}`+"\n", "put", "traj")
+			require.Equal(t, "0", c.data("", "version", "traj"))
+			require.Equal(t, "3", c.data("", "version", "traj", "--set", "3"))
+			require.Equal(t, "3", c.data("", "version", "traj", "--set", "3"), "the same version again is a no-op")
+			require.JSONEq(t, `{"version": 3}`, c.data("", "--json", "version", "traj"))
+			_, errs, code := c.run("", append(c.args, "version", "traj", "--set", "2")...)
+			require.Equal(t, exitUsage, code, errs)
+			require.Equal(t, "lakeshore: invalid version 2: the queue is at version 3: use 3 or more (versions never go back)\n", errs)
+			_, errs, code = c.run("", append(c.args, "version", "traj", "--set", "-1")...)
+			require.Equal(t, exitUsage, code, errs)
+			require.Equal(t, "lakeshore: invalid version -1: use an integer ≥ 0\n", errs)
+			_, _, code = c.run("", append(c.args, "version", "nosuch")...)
+			require.Equal(t, exitNotFound, code, "only put creates a queue")
+
+			// A staleness-bounded read drops the record of version 0 (3 − 0 > 1).
+			q, err := persist.Open(ctx, "traj", &c.cfg, filestore.Driver(), httpstore.Driver())
+			require.NoError(t, err)
+			m, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "train",
+				Staleness: &persist.Staleness{Max: 1}})
+			require.NoError(t, err)
+			require.Equal(t, []int64{1}, m.Indexes)
+			require.NoError(t, q.Close(ctx))
+
+			var st map[string]any
+			require.NoError(t, json.Unmarshal([]byte(c.data("", "--json", "stats", "traj")), &st))
+			require.EqualValues(t, 3, st["weight_version"])
+			require.EqualValues(t, 1, st["stale_dropped"])
+			require.EqualValues(t, 0, st["groups_dropped"])
+			require.EqualValues(t, 0, st["samples_unused"])
+			table := c.data("", "stats", "traj")
+			require.Regexp(t, `(?m)^weight version +3$`, table)
+			require.Regexp(t, `(?m)^stale dropped +1$`, table)
+			require.Regexp(t, `(?m)^groups dropped +0$`, table)
+			require.Regexp(t, `(?m)^samples unused +0$`, table)
+		})
+	}
+}

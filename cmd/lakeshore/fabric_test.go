@@ -109,6 +109,21 @@ func TestSubmitMode(t *testing.T) {
 		t.Fatalf("the archive of %q is not on the server: %v", digest, err)
 	}
 	h.ok("submit", "q", "2", "--mode", "shipped") // the same tree: nothing uploaded, same digest
+
+	// --function names the Python function the run imports from its code (2026-12-07:
+	// before, a CLI run could name none, and a worker serving the queue by name failed it).
+	id = h.ok("submit", "q", `{"x": 1}`, "--mode", "shipped", "--function", "src/job:main")
+	inv.Metadata = nil
+	if err := json.Unmarshal([]byte(h.ok("--json", "get", id)), &inv); err != nil {
+		t.Fatal(err)
+	}
+	if inv.Metadata[fabric.MetaFunction] != "src/job:main" || inv.Metadata[fabric.MetaCode] != digest {
+		t.Errorf("metadata %v", inv.Metadata)
+	}
+	_, errs, code = h.run("", "submit", "q", "1", "--mode", "shipped", "--function", "src/nosuch:main")
+	if code != exitUsage || !strings.Contains(errs, `invalid function "src/nosuch:main": no src/nosuch.py or src/nosuch/__init__.py in the code mode "shipped" ships`) {
+		t.Errorf("a function outside the code: exit %d, %s", code, errs)
+	}
 }
 
 // TestWorkerOffers: `submit --requires` sets the job's requirement, shown by get, and so

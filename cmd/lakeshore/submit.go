@@ -27,6 +27,7 @@ func newSubmitCmd(a *app) *cobra.Command {
 		concurrencyKey string
 		at             string
 		mode           string
+		function       string
 		requires       string
 	)
 	c := &cobra.Command{
@@ -103,6 +104,7 @@ and a mode that ships code uploads it to the server once per digest. With --wait
 				opts.Requirement = (*lakeshore.Requirement)(o)
 			}
 			opts.Mode = mode // lakeshore.yaml's mode: run declaration, requirement, code (docs/fabric.md)
+			opts.Function = function
 			res, err := q.SubmitManyResults(submitCtx, []lakeshore.Submission{{Payload: payload, SubmitOptions: *opts}})
 			if err != nil {
 				return withFlag(err, submitFlags)
@@ -147,6 +149,7 @@ and a mode that ships code uploads it to the server once per digest. With --wait
 	f.StringVar(&at, "at", "", "not claimable before this RFC 3339 time, e.g. 2026-12-02T06:00:00Z")
 	f.StringVar(&requires, "requires", "", "what the job needs from its worker, e.g. cpus=8,memory=64GiB,gpus=1,gpu_type=a100,label.zone=east: only a worker whose --offers satisfy it takes it (default: the --mode's resources, else none; --requires wins over them)")
 	f.StringVar(&mode, "mode", "", "compute mode of the project's lakeshore.yaml: the job carries its run declaration (and its code, uploaded once per digest)")
+	f.StringVar(&function, "function", "", "with a --mode that ships code: the Python function a worker imports from that code and calls with the payload's fields as keyword arguments, as module:qualname (e.g. sentiment.model:score; default: the worker's own function for the queue)")
 	f.BoolVar(&wait, "wait", false, "wait for the result and print it")
 	f.DurationVar(&timeout, "timeout", 0, "how long a submit blocked on a full queue may wait, and with --wait how long to wait for the result (default: no bound on the block, 30s for the result; negative: forever)")
 	return c

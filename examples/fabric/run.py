@@ -15,6 +15,12 @@ the local provider offers, and a worker it launches for the runs' shape offers i
     lakeshore queue set fabric-sentiment --provider local --max-workers 1 \
         --worker-command 'python3 -c "import lakeshore; lakeshore.run_worker(queues=[\"fabric-sentiment\"])"'
     lakeshore provider run    # or: lakeshore serve --providers
+
+From a terminal, in this directory, against a server (shipped code needs one to keep it):
+
+    lakeshore submit fabric-sentiment '{"text": "great"}' --mode cpu --function sentiment.model:score
+
+ships the same code and names the function a worker imports from it (docs/fabric.md).
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ BATCH_PROMPTS = 8  # one step: 8 groups = 64 records
 WINDOW = 2 * BATCH_PROMPTS * GROUP  # back-pressure: at most 128 unconsumed records (two steps)
 MAX_STALENESS = 2  # a record of version v is trained on only while current - v <= 2
 LEASE = 3.0  # seconds a batch is held for the trainer before it must be committed
+WAIT_NOTE = 10.0  # seconds between the trainer's notes of what it waits for
 LEARNING_RATE = 2.0
 TASK = "train"
 CHECKPOINT = "trainer"
@@ -156,15 +157,7 @@ async def train(run: str, steps: int, *, out: Path | None = None, hold: int = 0)
     start = time.monotonic()
     while step < steps:
         await pool.top_up()  # keep the window's worth of rollout jobs in flight
-        batch = await reader.get_batch(
-            ["prompt", "context", "answer", "reward", WEIGHT_VERSION],
-            BATCH_PROMPTS * GROUP,
-            TASK,
-            sampler=sampler,
-            max_staleness=MAX_STALENESS,
-            lease=LEASE,
-            timeout=120,
-        )
+        batch = await next_batch(run, reader, sampler, pool)
         lag = step - int(batch[WEIGHT_VERSION].min())
         if step + 1 == hold:
             print(f"holding the batch of step {hold}: {sorted(int(i) for i in batch.global_indexes)}", flush=True)
@@ -205,6 +198,34 @@ async def train(run: str, steps: int, *, out: Path | None = None, hold: int = 0)
     if out is not None:
         save_curve(curve, batch_rewards, out)
     return {"step": step, "curve": curve, "batch_rewards": batch_rewards, "consumed": consumed}
+
+
+async def next_batch(run: str, reader: Any, sampler: GRPOGroupNSampler, pool: RolloutPool) -> Any:
+    """The step's batch: whole groups, at most MAX_STALENESS versions old, leased. Waits as
+    long as it takes, saying every WAIT_NOTE seconds what it waits for: a trainer started
+    before its workers (or with none) used to sit silent for two minutes, then fail with a
+    bare TimeoutError."""
+    while True:
+        try:
+            return await reader.get_batch(
+                ["prompt", "context", "answer", "reward", WEIGHT_VERSION],
+                BATCH_PROMPTS * GROUP,
+                TASK,
+                sampler=sampler,
+                max_staleness=MAX_STALENESS,
+                lease=LEASE,
+                timeout=WAIT_NOTE,
+            )
+        except lakeshore.TimeoutError as e:
+            jobs, _ = names(run)
+            live, _ = await pool.live()
+            workers = [w for w in await asyncio.to_thread(lakeshore.default_dispatch().workers) if jobs in w.queues]
+            hint = (
+                f"no worker serves {jobs!r}: start one, `python {sys.argv[0]} worker --run {run}`"
+                if not workers
+                else f"{len(workers)} rollout workers serve {jobs!r}"
+            )
+            print(f"waiting for rollouts: {live} rollout jobs queued or running; {hint} ({e})", flush=True)
 
 
 def save_curve(curve: list[float], batch_rewards: list[float], out: Path) -> None:
@@ -251,6 +272,10 @@ def main() -> None:
     ap.add_argument("--hold", type=int, default=0, help="the crash test's: wait after reading this step's batch")
     ap.add_argument("--out", type=Path, default=Path("rl-out"), help="where the curve goes (CSV, and PNG with matplotlib)")
     args = ap.parse_args()
+    if args.steps < 0:
+        ap.error(f"--steps {args.steps}: use 0 or more steps")
+    if args.workers < 1 and args.role == "all":
+        ap.error(f"--workers {args.workers}: 'all' needs 1 or more rollout worker threads (or run 'trainer' and 'worker' processes)")
     run = args.run or (f"rl-{int(time.time())}-{os.getpid()}" if args.role == "all" else "demo")
     if args.role == "worker":
         worker(run)

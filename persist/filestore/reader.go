@@ -39,7 +39,7 @@ var errNotFull = errors.New("batch not full")
 // ErrTimeout (wait mode), ErrClosed, ctx's error.
 func (r *fileReader) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist.BatchMeta, error) {
 	q := r.q
-	return getmeta.Loop(req, q.cfg.Samplers, q.calls.Enter, q.calls.Leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+	return getmeta.Loop(req, q.cfg.Samplers, q.calls.Enter, q.calls.Leave, func() (persist.Stats, error) { return q.Stats(ctx) }, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
 		return q.getMetaOnce(ctx, rq, sampler, deadline, nil)
 	})
 }
@@ -57,7 +57,7 @@ func (r *fileReader) GetBatch(ctx context.Context, req *persist.MetaRequest) (*p
 	var early *persist.Batch // the batch read ahead (readahead.go), when handed out
 	var next persist.MetaRequest
 	var nextSampler persist.Sampler
-	meta, err := getmeta.Loop(req, q.cfg.Samplers, q.calls.Enter, q.calls.Leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+	meta, err := getmeta.Loop(req, q.cfg.Samplers, q.calls.Enter, q.calls.Leave, func() (persist.Stats, error) { return q.Stats(ctx) }, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
 		next, nextSampler = *rq, sampler
 		if a := q.takeReadAhead(rq); a != nil {
 			meta, b, ok, err := q.useReadAhead(ctx, rq, a)

@@ -28,8 +28,8 @@ func (q *fileQueue) SetVersion(ctx context.Context, version int64) error {
 		if err != nil {
 			return err
 		}
-		if version < cur {
-			return &persist.InvalidError{Field: "version", Value: version, Rule: fmt.Sprintf("≥ the current version %d (versions never go back)", cur)}
+		if err := persist.CheckVersionForward(version, cur); err != nil {
+			return err
 		}
 		if version == cur {
 			return nil

@@ -29,7 +29,7 @@ func (s *Store) GetMeta(ctx context.Context, req *persist.MetaRequest) (*persist
 	if req == nil {
 		return nil, &persist.InvalidError{Field: "request", Value: nil, Rule: "a MetaRequest"}
 	}
-	return getmeta.Loop(req, s.cfg.Samplers, s.calls.Enter, s.calls.Leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+	return getmeta.Loop(req, s.cfg.Samplers, s.calls.Enter, s.calls.Leave, func() (persist.Stats, error) { return s.Stats(ctx) }, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
 		return s.getMetaOnce(ctx, rq, sampler, deadline, nil)
 	})
 }
@@ -44,7 +44,7 @@ func (s *Store) GetBatch(ctx context.Context, req *persist.MetaRequest) (*persis
 		return nil, nil, &persist.InvalidError{Field: "request", Value: nil, Rule: "a MetaRequest"}
 	}
 	ahead := &getmeta.Ahead{}
-	meta, err := getmeta.Loop(req, s.cfg.Samplers, s.calls.Enter, s.calls.Leave, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
+	meta, err := getmeta.Loop(req, s.cfg.Samplers, s.calls.Enter, s.calls.Leave, func() (persist.Stats, error) { return s.Stats(ctx) }, func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-chan time.Time) (*persist.BatchMeta, bool, error) {
 		return s.getMetaOnce(ctx, rq, sampler, deadline, ahead)
 	})
 	if err != nil {

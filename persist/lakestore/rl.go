@@ -38,8 +38,8 @@ func (s *Store) SetVersion(ctx context.Context, version int64) error {
 		if err := tx.QueryRow(ctx, `SELECT version FROM weight_versions WHERE queue = $1 FOR UPDATE`, s.name).Scan(&cur); err != nil {
 			return fmt.Errorf("set version: %w", err)
 		}
-		if version < cur {
-			return &persist.InvalidError{Field: "version", Value: version, Rule: fmt.Sprintf("≥ the current version %d (versions never go back)", cur)}
+		if err := persist.CheckVersionForward(version, cur); err != nil {
+			return err
 		}
 		if version == cur {
 			return nil

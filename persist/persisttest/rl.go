@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,7 +35,31 @@ func rlCases() []testCase {
 		{"SamplerFieldNoRecordHas", testSamplerFieldNoRecordHas},
 		{"WaitingReadSeesLeaseExpire", testWaitSeesLeaseExpire},
 		{"IndexesOutOfRange", testIndexesOutOfRange},
+		{"TimeoutSaysWhatThePartitionHolds", testTimeoutSaysWhy},
 	}
+}
+
+// testTimeoutSaysWhy: a waiting GetMeta that times out says what its partition holds for
+// its task — the records put, those the task consumed — and, bounded by staleness, the
+// queue's version, the oldest version the bound takes and the records dropped as stale
+// (found by a new user's trial, 2026-12-07: a trainer whose set_version had run ahead of
+// its rollouts timed out on every read saying only "no full batch", each record it waited
+// for having been dropped as stale at once).
+func testTimeoutSaysWhy(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	putVersioned(t, q, 3, 0, 0)
+	require.NoError(t, q.SetVersion(ctx, 5))
+	_, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 8, Task: "train",
+		Staleness: &persist.Staleness{Max: 1}, Wait: true, Timeout: 50 * time.Millisecond})
+	require.ErrorIs(t, err, persist.ErrTimeout)
+	require.Contains(t, err.Error(), `no full batch of 8 samples with fields x for task "train" in partition "default"`)
+	require.Contains(t, err.Error(), `: partition "default" holds 3 records put, 3 of them consumed by task "train" (stale ones dropped included); `+
+		`the queue is at weight version 5 and max_staleness 1 takes versions ≥ 4; 3 records dropped as stale so far (every task)`)
+
+	_, err = q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 8, Task: "other",
+		Wait: true, Timeout: 50 * time.Millisecond})
+	require.ErrorIs(t, err, persist.ErrTimeout)
+	require.True(t, strings.HasSuffix(err.Error(), `: partition "default" holds 3 records put, 0 of them consumed by task "other" (stale ones dropped included)`), err.Error())
 }
 
 // testVersionFieldsChecked: a version field (weight_version, target_weight_version,

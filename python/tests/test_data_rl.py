@@ -204,13 +204,15 @@ def test_queue_full_from_put_says_the_records_stay_buffered(d: HttpDispatch, qna
 def test_bounds_are_typed_errors_naming_the_field(d: HttpDispatch, qname: str) -> None:
     # Both bounds refuse a negative value alike; max_unconsumed names the missing task;
     # every lease out of range gets the one message.
-    for bp, field in (
-        (Backpressure(task_name="t", max_unconsumed=-1), "max_unconsumed"),
-        (Backpressure(max_ahead=-1), "max_ahead"),
-        (Backpressure(max_unconsumed=1), "task_name"),
-    ):
+    # (Refused by the Backpressure itself since it checks its fields when made.)
+    bounds: tuple[tuple[dict[str, Any], str], ...] = (
+        ({"task_name": "t", "max_unconsumed": -1}, "max_unconsumed"),
+        ({"max_ahead": -1}, "max_ahead"),
+        ({"max_unconsumed": 1}, "task_name"),
+    )
+    for kwargs, field in bounds:
         with pytest.raises(InvalidError) as e:
-            Queue(qname, dispatch=d, backpressure=bp)
+            Queue(qname, dispatch=d, backpressure=Backpressure(**kwargs))
         assert field in str(e.value)
 
     async def main() -> None:
@@ -325,3 +327,22 @@ def test_a_blocking_backpressures_timeout_is_checked_when_the_queue_is_made(d: H
     with pytest.raises(InvalidError) as e:
         Queue(qname, storage_path="./data", dispatch=d, backpressure=Backpressure(task_name="t", max_unconsumed=1, on_full="block", timeout=bad))
     assert e.value.field == "timeout"
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"task_name": "train", "max_unconsumed": 16, "on_full": "wait"}, "on_full"),
+        ({"max_unconsumed": 16}, "task_name"),
+        ({"task_name": "train", "max_unconsumed": -2}, "max_unconsumed"),
+        ({"task_name": "train", "max_unconsumed": 2, "on_full": "block", "timeout": -1}, "timeout"),
+    ],
+)
+def test_a_bad_backpressure_is_refused_where_it_is_made(kwargs: dict[str, Any], field: str) -> None:
+    """A Backpressure with a bad field raises when it is made, naming the field (found by
+    a new user's trial: ``Backpressure(on_full="wait")`` was taken, and so was a
+    ``@rollout`` given it, whose every job then ran its generator and failed at the put
+    with the InvalidError, three attempts each; only a Queue's constructor checked it)."""
+    with pytest.raises(InvalidError) as e:
+        Backpressure(**kwargs)
+    assert e.value.field == field

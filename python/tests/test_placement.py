@@ -204,3 +204,28 @@ def test_worker_is_warm_after_setup(dispatch: HttpDispatch, qname: str) -> None:
     assert HOST_KEY not in (k1, k2)
     assert w.warm_host_keys() == ["hk1_" + "a" * 32, k1, k2]
     assert w.cores[qname].warm is not None and w.cores[qname].warm() == w.warm_host_keys()
+
+
+def test_requires_and_offers_take_the_cli_form(dispatch: HttpDispatch, qname: str) -> None:
+    """``requires=`` and ``offers=`` take a string in the CLI's ``--requires``/``--offers``
+    form (as ``$LAKESHORE_OFFERS``) besides a mapping; anything else is refused saying
+    both forms. Found by a new user's trial: ``run_worker(offers="gpus=1")`` was iterated
+    as keys and said ``invalid offers key '1'``."""
+    from lakeshore import run_worker
+
+    q = SyncQueue(qname, dispatch=dispatch)
+    gpu = q.submit("gpu", requires="gpus=1,gpu_type=a100,label.zone=east")
+    assert dict(q.get(gpu).requirement or {}) == {"gpus": 1, "gpu_type": "a100", "labels": {"zone": "east"}}
+    with pytest.raises(InvalidError) as e:
+        q.submit(1, requires="gpu=1")
+    assert e.value.field == "requires" and "unknown name" in str(e.value)
+    with pytest.raises(InvalidError) as e:
+        q.submit(1, requires=["gpus", 1])  # type: ignore[arg-type]
+    assert e.value.field == "requires" and "gpus=1,gpu_type=a100" in str(e.value)
+    ran: list[str] = []
+    n = run_worker(dispatch, queues={qname: lambda x: ran.append(x)}, once=True, wait=1, handle_signals=False,
+                   offers="cpus=4,memory=8GiB,gpus=2,gpu_type=a100,label.zone=east")
+    assert n == 1 and ran == ["gpu"]
+    with pytest.raises(InvalidError) as e:
+        run_worker(dispatch, queues={qname: lambda x: x}, once=True, handle_signals=False, offers="gpus=1,gpu=2")
+    assert e.value.field == "offers" and "unknown name" in str(e.value)

@@ -338,3 +338,38 @@ def test_example_trainer_sigkilled_mid_run_resumes(plane: str, lakeshore_bin: st
         for sock in home.glob("run/*/daemon.sock"):
             _daemon._request(str(sock), "POST", "/v1/daemon/stop")
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_example_trainer_without_workers_says_what_it_waits_for(lakeshore_bin: str, tmp_path: Path) -> None:
+    """A trainer started with no rollout worker (before its workers, or with none) says
+    what it waits for and how to start one, and keeps waiting; ``--workers 0`` and a
+    negative ``--steps`` are refused. Found by a new user's trial: the trainer sat silent
+    for two minutes and then died of a bare TimeoutError, and ``--workers 0`` hung."""
+    home = Path(tempfile.mkdtemp(prefix="ls-rl-"))
+    env = dict(os.environ, LAKESHORE_BIN=lakeshore_bin, LAKESHORE_HOME=str(home), PYTHONUNBUFFERED="1")
+    env.pop("LAKESHORE_URL", None)
+    env.pop("LAKESHORE_TOKEN", None)
+    script = str(REPO / "examples" / "rl" / "train.py")
+    try:
+        for args, said in ((["--workers", "0"], "--workers 0: 'all' needs 1 or more"), (["--steps", "-1"], "--steps -1: use 0 or more")):
+            p = subprocess.run([sys.executable, script, *args], env=env, capture_output=True, text=True, timeout=120)
+            assert p.returncode == 2 and said in p.stderr, p.stderr
+        run = f"alone-{secrets.token_hex(4)}"
+        log = tmp_path / "trainer.log"
+        trainer = _spawn(["trainer", "--run", run, "--steps", "1", "--out", str(tmp_path / "out")], env, log)
+        try:
+            # Until it says so, or ends (the old trainer ended, with a TimeoutError).
+            while trainer.poll() is None and "waiting for rollouts" not in log.read_text():
+                time.sleep(0.05)
+            out = log.read_text()
+            assert trainer.poll() is None, out
+            assert f"no worker serves '{run}-rollout': start one" in out and f"worker --run {run}" in out, out
+            assert 'partition "default" holds 0 records put' in out, out
+        finally:
+            _reap(trainer, signal.SIGKILL)
+    finally:
+        from lakeshore import _daemon
+
+        for sock in home.glob("run/*/daemon.sock"):
+            _daemon._request(str(sock), "POST", "/v1/daemon/stop")
+        shutil.rmtree(home, ignore_errors=True)

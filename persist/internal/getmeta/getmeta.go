@@ -24,9 +24,11 @@ type Attempt func(rq *persist.MetaRequest, sampler persist.Sampler, deadline <-c
 // resolved in samplers), then, between enter and leave (the store's open check and its
 // count of calls in flight), attempt until one is done. In wait mode the attempts share
 // one deadline, rq.WaitTimeout from the start, and each attempt after the first (it
-// follows a wait) is preceded by rq.Recheck when set. Errors: NormalizeMetaRequest's,
+// follows a wait) is preceded by rq.Recheck when set. A wait that times out is
+// rq.TimeoutErrorWith the store's stats (nil, or stats failing: rq.TimeoutError), so the
+// error says what the partition holds for the task. Errors: NormalizeMetaRequest's,
 // enter's, the attempt's, Recheck's.
-func Loop(req *persist.MetaRequest, samplers persist.Samplers, enter func() error, leave func(), attempt Attempt) (*persist.BatchMeta, error) {
+func Loop(req *persist.MetaRequest, samplers persist.Samplers, enter func() error, leave func(), stats func() (persist.Stats, error), attempt Attempt) (*persist.BatchMeta, error) {
 	rq, sampler, err := persist.NormalizeMetaRequest(req, samplers)
 	if err != nil {
 		return nil, err
@@ -51,10 +53,10 @@ func Loop(req *persist.MetaRequest, samplers persist.Samplers, enter func() erro
 		waited = true // an attempt not done has waited (for a change, a lease or the deadline)
 		meta, done, err := attempt(&rq, sampler, deadline)
 		if final {
-			if done {
+			if done && !errors.Is(err, persist.ErrTimeout) {
 				return meta, err
 			}
-			return nil, rq.TimeoutError()
+			return nil, timeoutError(&rq, stats)
 		}
 		if done {
 			if !rq.Wait || !errors.Is(err, persist.ErrTimeout) {
@@ -67,6 +69,17 @@ func Loop(req *persist.MetaRequest, samplers persist.Samplers, enter func() erro
 			deadline = closedTime
 		}
 	}
+}
+
+// timeoutError is the error of a wait of rq that timed out: rq.TimeoutErrorWith the
+// store's stats, or rq.TimeoutError without them (nil, or failing: a closing store).
+func timeoutError(rq *persist.MetaRequest, stats func() (persist.Stats, error)) error {
+	if stats != nil {
+		if st, err := stats(); err == nil {
+			return rq.TimeoutErrorWith(st)
+		}
+	}
+	return rq.TimeoutError()
 }
 
 // closedTime is a deadline already passed (the last attempt of Loop).

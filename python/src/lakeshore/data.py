@@ -713,6 +713,11 @@ class Backpressure:
         on_full: ``"reject"`` (QueueFullError at once) or ``"block"`` (the put waits for
             the trainer to consume or advance the version, up to ``timeout``).
         timeout: seconds a blocked put waits, > 0 (default 30).
+
+    Raises:
+        InvalidError: when made with a bad field (an unknown ``on_full``, a negative
+            bound, ``max_unconsumed`` without ``task_name``, a ``timeout`` that is not
+            seconds > 0), naming it.
     """
 
     task_name: str | None = None
@@ -720,6 +725,12 @@ class Backpressure:
     max_ahead: int | None = None
     on_full: str = "reject"
     timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        # Checked where it is written, not where it is first used: a @rollout's
+        # Backpressure is used at each job's end, so a typo (on_full="wait") failed every
+        # rollout job after its generation ran, and each retry ran it again.
+        self.params()
 
     def params(self) -> dict[str, str]:
         """The query parameters of a put (docs/http-api.md)."""

@@ -123,7 +123,9 @@ class Envelope:
             ``gpu_type`` and ``labels`` (a str → str mapping); only a worker whose offers
             satisfy it takes it (``lakeshore worker --offers``, Go ``WorkerOptions.Offers``).
             Not with ``concurrency_key``. The server checks the values (InvalidError naming
-            the field).
+            the field). Or a string in the CLI's ``--requires`` form,
+            ``"gpus=1,gpu_type=a100,label.zone=east"`` (names ``cpus``, ``memory``,
+            ``gpus``, ``gpu_type``, ``label.KEY``).
     """
 
     payload: Any = None
@@ -139,7 +141,7 @@ class Envelope:
     unique_for: float | None = None
     debounce: float | None = None
     concurrency_key: str | None = None
-    requires: Mapping[str, Any] | None = None
+    requires: Mapping[str, Any] | str | None = None
 
 
 _REQUIREMENT_FIELDS = ("cpus_milli", "memory_bytes", "gpus", "gpu_type", "labels")
@@ -2572,10 +2574,25 @@ def _resource_names(field: str, fields: Mapping[str, Any]) -> Mapping[str, Any]:
     return out
 
 
-def _placement(field: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+def _placement(field: str, fields: Mapping[str, Any] | str) -> dict[str, Any]:
     """A requirement or offers as the wire's fields (``cpus_milli``, ``memory_bytes``,
-    ``gpus``, ``gpu_type``, ``labels``); an unknown field is an InvalidError on ``field``
-    (the server checks the values)."""
+    ``gpus``, ``gpu_type``, ``labels``), from a mapping or a string in the CLI's
+    ``--offers``/``--requires`` form (``"gpus=1,gpu_type=a100"``); an unknown field, or
+    anything else, is an InvalidError on ``field`` (the server checks the values)."""
+    if isinstance(fields, str):
+        # The CLI's form, as $LAKESHORE_OFFERS: before, a string was iterated as keys and
+        # run_worker(offers="gpus=1") said "invalid offers key '1'".
+        from lakeshore import _offers  # noqa: PLC0415
+
+        return _placement(field, _offers.parse_offers(fields, field))
+    if not isinstance(fields, Mapping):
+        raise errors.InvalidError(
+            f"invalid {field} {fields!r}: want a mapping such as {{'gpus': 1, 'gpu_type': 'a100'}} "
+            f"or a string such as 'gpus=1,gpu_type=a100'",
+            field=field,
+            value=repr(fields)[:40],
+            rule="a mapping of cpus_milli (or cpus), memory_bytes (or memory), gpus, gpu_type, labels; or NAME=VALUE pairs",
+        )
     fields = _resource_names(field, fields)
     unknown = sorted(str(k) for k in fields if k not in _REQUIREMENT_FIELDS)
     if unknown:

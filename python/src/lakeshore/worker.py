@@ -204,7 +204,7 @@ class UDF(Generic[P, R]):
         attempt_timeout: float | None = None,
         lease_ttl: float | None = None,
         mode: str | None = None,
-        requires: Mapping[str, Any] | None = None,
+        requires: Mapping[str, Any] | str | None = None,
     ) -> None:
         self.fn = fn
         self.mode = mode
@@ -414,7 +414,7 @@ def udf(
     attempt_timeout: float | None = None,
     lease_ttl: float | None = None,
     mode: str | None = None,
-    requires: Mapping[str, Any] | None = None,
+    requires: Mapping[str, Any] | str | None = None,
 ) -> Any:
     """Bind a function to a queue (default: the function's name): ``@udf(queue="gpu")``.
 
@@ -502,7 +502,7 @@ class _Handed:
     result: Any = None
 
 
-def _offers_or_env(offers: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+def _offers_or_env(offers: Mapping[str, Any] | str | None) -> Mapping[str, Any] | str | None:
     """The worker's offers: those given, else ``$LAKESHORE_OFFERS`` read in ``--offers`` form
     (docs/providers.md, "Launching by shape"), else None."""
     if offers is None and os.environ.get(_offers.ENV_OFFERS, "").strip():
@@ -563,7 +563,7 @@ class _Worker:
         launch_id: str = "",
         provider: str = "",
         register_interval: float = 10.0,
-        offers: Mapping[str, Any] | None = None,
+        offers: Mapping[str, Any] | str | None = None,
         warm_host_keys: Sequence[str] = (),
         trust_declarations: bool = False,
     ) -> None:
@@ -1725,7 +1725,7 @@ def run_worker(
     stop: threading.Event | Callable[[], bool] | None = None,
     launch_id: str | None = None,
     provider: str | None = None,
-    offers: Mapping[str, Any] | None = None,
+    offers: Mapping[str, Any] | str | None = None,
     warm_host_keys: Sequence[str] | None = None,
     trust_declarations: bool | None = None,
     exit_when_idle: bool = False,
@@ -1765,7 +1765,8 @@ def run_worker(
             ``$LAKESHORE_LAUNCH_ID``, which a provider sets; ``""`` when started by hand).
         provider: the provider that launched it (default ``$LAKESHORE_PROVIDER``).
         offers: what this worker offers (placement, docs/semantics.md): ``cpus_milli``,
-            ``memory_bytes``, ``gpus``, ``gpu_type``, ``labels``; it takes the jobs whose
+            ``memory_bytes``, ``gpus``, ``gpu_type``, ``labels`` (or a string in
+            ``lakeshore worker --offers`` form, ``"gpus=1,gpu_type=a100"``); it takes the jobs whose
             ``requires`` these satisfy, and jobs without one. Default None: only jobs
             without a requirement, so a GPU job never lands on a worker that did not say it
             has a GPU. When None and ``$LAKESHORE_OFFERS`` is set (a provider sets it for a
