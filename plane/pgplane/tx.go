@@ -130,8 +130,7 @@ func (t *tx) run(fn func(*tx) error) error {
 }
 
 // commit sends the counter changes and the queued writes with COMMIT (and BEGIN, if nothing
-// was sent before), in one round trip.
-// COMMIT runs only if every statement before it in the pipeline did: the first statement
+// was sent before), in one round trip. COMMIT runs only if every statement before it in the pipeline did: the first statement
 // that failed is the error (PostgreSQL skips the rest of the pipeline, COMMIT too, and the
 // transaction stays open, aborted, for rollback). A COMMIT that ended the transaction with a
 // rollback instead (it was aborted already) is pgx.ErrTxCommitRollback, never a success.
@@ -408,10 +407,6 @@ func (r firstRow) Scan(dest ...any) error {
 	r.rows.Close()
 	return r.rows.Err()
 }
-
-type errRow struct{ err error }
-
-func (r errRow) Scan(...any) error { return r.err }
 
 // count records a change of the invocations of a queue in one state and priority level.
 func (t *tx) count(namespace, queue string, state int, priority float64, n int64) {
