@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -36,7 +37,8 @@ const (
 // reads the wire protocol's message framing in both directions, so that a test can break a
 // connection at one exact point of a transaction: deterministic faults on a real server,
 // with nothing in the client made for the test. It sees COMMITs sent as simple queries (pgx's
-// Tx.Commit, a batch's COMMIT).
+// Tx.Commit) and as the extended protocol's Execute of a statement whose text is COMMIT (a
+// COMMIT sent in a pipeline, behind the transaction's last statements).
 type FaultProxy struct {
 	t      testing.TB
 	ln     net.Listener
@@ -161,13 +163,35 @@ func readMessage(r io.Reader, typed bool) ([]byte, error) {
 func (c *proxiedConn) fromClient() {
 	defer c.close()
 	first := true
+	statements := map[string]string{} // the extended protocol's prepared statements: name → SQL
+	portals := map[string]string{}    // its portals: name → statement name
 	for {
 		msg, err := readMessage(c.client, !first)
 		if err != nil {
 			return
 		}
+		var commit bool
+		if !first {
+			switch msg[0] {
+			case 'Q': // Query: the SQL
+				commit = isCommit(string(msg[5:]))
+			case 'P': // Parse: statement name, SQL, …
+				if f := cstrings(msg[5:], 2); len(f) == 2 {
+					statements[f[0]] = f[1]
+				}
+			case 'B': // Bind: portal name, statement name, …
+				if f := cstrings(msg[5:], 2); len(f) == 2 {
+					portals[f[0]] = f[1]
+				}
+			case 'E': // Execute: portal name, row limit
+				if f := cstrings(msg[5:], 1); len(f) == 1 {
+					stmt, ok := portals[f[0]]
+					commit = ok && isCommit(statements[stmt])
+				}
+			}
+		}
 		first = false
-		if msg[0] == 'Q' && strings.EqualFold(strings.TrimRight(string(msg[5:]), "\x00 ;"), "commit") {
+		if commit {
 			switch c.p.take() {
 			case FaultTerminateBeforeCommit:
 				pid := <-c.pid
@@ -190,6 +214,25 @@ func (c *proxiedConn) fromClient() {
 			return
 		}
 	}
+}
+
+// isCommit reports whether sql is COMMIT alone.
+func isCommit(sql string) bool {
+	return strings.EqualFold(strings.Trim(sql, "\x00 ;\n\t"), "commit")
+}
+
+// cstrings reads the first n NUL-terminated strings of b (fewer: b ended before them).
+func cstrings(b []byte, n int) []string {
+	var out []string
+	for len(out) < n {
+		i := bytes.IndexByte(b, 0)
+		if i < 0 {
+			break
+		}
+		out = append(out, string(b[:i]))
+		b = b[i+1:]
+	}
+	return out
 }
 
 func (c *proxiedConn) fromServer() {

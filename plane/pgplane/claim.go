@@ -86,11 +86,10 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	if kind == plane.KindBoltzmann {
 		sql = t.d.sql.levels
 	}
-	// One round trip: promote the due waiting rows, read the deadline cutoff, and take the
+	// One round trip, behind the queued writes (staged first: their rows count for the
+	// promote's choice): promote the due waiting rows, read the deadline cutoff, and take the
 	// first candidates (or, for boltzmann, the level counts).
-	if err := t.flush(); err != nil {
-		return err
-	}
+	t.takeWrites()
 	qkey := planekit.QueueKey(p.Namespace, p.Queue)
 	floor, fromFloor := "", false // fifo: scan from this process's floor of the queue
 	if kind == plane.KindFIFO {
@@ -109,7 +108,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	default:
 		b.Queue(sql, p.Namespace, p.Queue, want)
 	}
-	br := t.tx.SendBatch(t.ctx, b)
+	br := t.sendBatch(b)
 	var cutoff time.Duration
 	var rows []*row
 	var levels []plane.Level

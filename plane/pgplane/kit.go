@@ -55,10 +55,7 @@ type kitTx struct{ t *tx }
 func (k kitTx) Now() time.Time { return k.t.now }
 
 func (k kitTx) Exec(query string, args ...any) (int64, error) {
-	if err := k.t.flush(); err != nil {
-		return 0, err
-	}
-	tag, err := k.t.tx.Exec(k.t.ctx, query, args...)
+	tag, err := k.t.execNow(query, args...)
 	return tag.RowsAffected(), err
 }
 

@@ -23,9 +23,7 @@ import (
 // each the one planekit.ChoosePlaced chooses.
 func (t *tx) claimPlaced(r *claimRequest) error {
 	p := r.P
-	if err := t.flush(); err != nil {
-		return err
-	}
+	t.takeWrites() // the queued writes' rows count for the promote's choice
 	// One round trip: promote the due waiting rows, read the deadline cutoff, the queue's
 	// shapes and the pairs of the warm host keys.
 	warmClaim := planekit.WarmClaim(p, r.Kind)
@@ -43,7 +41,7 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 	var warm []planekit.WarmPair
 	var leftDue bool // the promote left a due row waiting (another transaction holds it)
 	err := func() error {
-		br := t.tx.SendBatch(t.ctx, b)
+		br := t.sendBatch(b)
 		defer br.Close()
 		var promoted *string
 		if err := br.QueryRow().Scan(&promoted, &leftDue); err != nil {
@@ -117,9 +115,6 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 // (warmKeys[i], warmShapes[i]) (warmSQL) and the head of the default shape's unkeyed jobs
 // (defaultSQL).
 func (t *tx) placedHeads(headSQL, warmSQL, defaultSQL, namespace, queue string, shapes, warmKeys, warmShapes []string) (heads, hot, def []*row, err error) {
-	if err := t.flush(); err != nil {
-		return nil, nil, nil, err
-	}
 	b := &pgx.Batch{}
 	if len(shapes) > 0 {
 		b.Queue(headSQL, namespace, queue, shapes)
@@ -128,7 +123,7 @@ func (t *tx) placedHeads(headSQL, warmSQL, defaultSQL, namespace, queue string, 
 		b.Queue(warmSQL, namespace, queue, warmKeys, warmShapes)
 	}
 	b.Queue(defaultSQL, namespace, queue, 1)
-	br := t.tx.SendBatch(t.ctx, b)
+	br := t.sendBatch(b)
 	defer br.Close()
 	if len(shapes) > 0 {
 		if heads, err = claimRows(br.Query()); err != nil {
@@ -164,14 +159,14 @@ func (s maintenance) TrimPlacement() error {
 	args := planekit.PlacementTrimArgs(s.d.cfg.Now().UnixMilli())
 	for _, p := range s.d.sql.placementTrim {
 		err := s.d.do(s.ctx, func(t *tx) error {
-			if _, err := t.tx.Exec(t.ctx, "SET LOCAL lock_timeout = '"+placementTrimLockTimeout+"'"); err != nil {
+			if _, err := t.execNow("SET LOCAL lock_timeout = '" + placementTrimLockTimeout + "'"); err != nil {
 				return err
 			}
-			if _, err := t.tx.Exec(t.ctx, "LOCK TABLE "+p.Table+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
+			if _, err := t.execNow("LOCK TABLE " + p.Table + " IN SHARE ROW EXCLUSIVE MODE"); err != nil {
 				return err
 			}
 			for i, args := range args {
-				if _, err := t.tx.Exec(t.ctx, p.SQL[i], args...); err != nil {
+				if _, err := t.execNow(p.SQL[i], args...); err != nil {
 					return err
 				}
 			}

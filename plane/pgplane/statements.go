@@ -235,7 +235,7 @@ func newStatements(schema string) statements {
 				AND (SELECT count(*) FROM locked) >= 0 RETURNING namespace, queue, id)
 			SELECT namespace, queue, min(id) FROM moved GROUP BY namespace, queue`),
 		// lockKeys locks the counter rows of the concurrency keys $1, $2, $3 (namespaces,
-		// queues, keys) in key order, before a transaction's writes change them (tx.flush).
+		// queues, keys) in key order, before a transaction's writes change them (tx.takeWrites).
 		lockKeys: s(`WITH keyed AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) AS u(namespace, queue, concurrency_key)) ` +
 			lockKeys(`keyed`)),
 		claimFIFOFrom: s(`SELECT ` + rowColumns + claimWhere + ` AND id >= $4 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),

@@ -14,7 +14,8 @@ import (
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
-// statementCounter is a pgx tracer that counts the statements sent, by their SQL.
+// statementCounter is a pgx tracer that counts the statements sent, by their SQL, alone or
+// in batches.
 type statementCounter struct {
 	mu    sync.Mutex
 	count map[string]int
@@ -28,6 +29,20 @@ func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, dat
 }
 
 func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchQuery counts a statement of a batch (a transaction's statements go out in
+// batches, behind its BEGIN and its queued writes).
+func (c *statementCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.count[data.SQL]++
+}
+
+func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // take answers the count of sql since the last take and starts it again.
 func (c *statementCounter) take(sql string) int {

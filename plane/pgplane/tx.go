@@ -1,6 +1,7 @@
 package pgplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgdb"
 	"github.com/lakeshore-dev/lakeshore/internal/planekit"
@@ -19,17 +21,22 @@ import (
 // go out together, the counter changes applied just before commit, and the keys to wake
 // after it.
 type tx struct {
-	d     *Driver
-	ctx   context.Context
-	tx    pgx.Tx
+	d    *Driver
+	ctx  context.Context
+	conn *pgxpool.Conn // the transaction's connection, held from start to end
+	// begun: BEGIN has been sent (with the transaction's first statements, never alone).
+	begun bool
 	now   time.Time
 	ms    int64
 	batch *pgx.Batch // writes whose results nobody reads, sent in one round trip
+	// ahead are writes taken from batch (takeWrites) that go out in front of the next statement
+	// sent, in its round trip.
+	ahead []*pgx.QueuedQuery
 	// counts are the counter changes of the transaction, applied in key order just before
 	// commit, so two transactions never lock counter rows in opposite orders.
 	counts planekit.Counts
 	// counted are the concurrency keys whose counter rows the queued writes change (of
-	// invocations claimable or running under a key, or a key held back): flush locks them
+	// invocations claimable or running under a key, or a key held back): takeWrites locks them
 	// in key order first, unless their only writer is one terminal write (keyedEnds 1,
 	// unorderedCounts false), which locks them in key order itself (setTerminalManyKeyed).
 	counted planekit.KeySet
@@ -74,6 +81,10 @@ const shards = 8
 // serialization failure reruns fn (up to 5 times); a dropped connection returns an error
 // matching plane.ErrUnavailable, the transaction rolled back; a ctx that ended under the
 // transaction returns ctx's error (see failure).
+//
+// The transaction costs no round trip of its own: BEGIN goes out in the same pipeline as its
+// first statements, and COMMIT in the same pipeline as its last writes (the counters), so
+// that a transaction of one read and its writes is two round trips (sendBatch, commit).
 func (d *Driver) do(ctx context.Context, fn func(*tx) error) error {
 	if err := d.checkOpen(); err != nil {
 		return err
@@ -81,16 +92,7 @@ func (d *Driver) do(ctx context.Context, fn func(*tx) error) error {
 	for attempt := 0; ; attempt++ {
 		t := &tx{d: d, ctx: ctx, now: d.cfg.Now()}
 		t.ms = t.now.UnixMilli()
-		err := pgx.BeginFunc(ctx, d.pool, func(ptx pgx.Tx) error {
-			t.tx = ptx
-			if err := fn(t); err != nil {
-				return err
-			}
-			if err := t.handOff(); err != nil {
-				return err
-			}
-			return t.flushCounts()
-		})
+		err := t.run(fn)
 		t.deliver(err == nil)
 		if err == nil {
 			d.wake(t.wakes, t.handoffs.Quiet(&d.claimWaiters, t.quiet))
@@ -101,6 +103,65 @@ func (d *Driver) do(ctx context.Context, fn func(*tx) error) error {
 			continue
 		}
 		return d.failure(ctx, err)
+	}
+}
+
+// run runs fn in t on a connection of the pool and commits, or, on any error, rolls back.
+func (t *tx) run(fn func(*tx) error) error {
+	conn, err := t.d.pool.Acquire(t.ctx)
+	if err != nil {
+		return err
+	}
+	t.conn = conn
+	// Release returns the connection to the pool only if it is idle outside a transaction;
+	// otherwise (a rollback that failed, an answer never read) it closes it.
+	defer conn.Release()
+	err = fn(t)
+	if err == nil {
+		err = t.handOff()
+	}
+	if err == nil {
+		err = t.commit()
+	}
+	if err != nil {
+		t.rollback()
+	}
+	return err
+}
+
+// commit sends the counter changes and the queued writes with COMMIT (and BEGIN, if nothing
+// was sent before), in one round trip. COMMIT runs only if every statement before it in the pipeline did: the first statement
+// that failed is the error (PostgreSQL skips the rest of the pipeline, COMMIT too, and the
+// transaction stays open, aborted, for rollback). A COMMIT that ended the transaction with a
+// rollback instead (it was aborted already) is pgx.ErrTxCommitRollback, never a success.
+func (t *tx) commit() error {
+	t.queueCounts()
+	t.takeWrites()
+	if !t.begun && len(t.ahead) == 0 {
+		return nil // nothing was sent: the transaction never began
+	}
+	b := &pgx.Batch{}
+	b.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
+		if tag.String() != "COMMIT" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	})
+	return t.sendBatch(b).Close()
+}
+
+// rollback ends the transaction after an error: ROLLBACK if the connection is in one (the
+// error may have left it open, aborted or not); a connection where that fails is closed, so
+// that the pool never hands out one in an unknown state.
+func (t *tx) rollback() {
+	c := t.conn.Conn()
+	if c.IsClosed() || c.PgConn().TxStatus() == 'I' && !c.PgConn().IsBusy() {
+		return
+	}
+	if _, err := c.Exec(t.ctx, "rollback"); err != nil {
+		closed, cancel := context.WithCancel(context.Background())
+		cancel() // an ended context: close at once, without a goodbye to the server
+		_ = c.Close(closed)
 	}
 }
 
@@ -186,11 +247,13 @@ func (t *tx) queueEnds() {
 		k.Namespaces, k.Queues, k.Keys, k.Queued, k.Running)
 }
 
-// flush sends the queued writes. Reads call it first, so they see the writes.
-func (t *tx) flush() error {
+// takeWrites takes the queued writes to go out ahead of the next statement sent (sendBatch), in
+// its round trip. Reads call it before they choose their statements, which see the
+// writes and the rows the writes hold (holdsRows).
+func (t *tx) takeWrites() {
 	t.queueEnds()
 	if t.batch == nil || t.batch.Len() == 0 {
-		return nil
+		return
 	}
 	b := t.batch
 	t.batch = nil
@@ -201,17 +264,53 @@ func (t *tx) flush() error {
 		locked := &pgx.Batch{}
 		namespaces, queues, keys := t.counted.Columns()
 		locked.Queue(t.d.sql.lockKeys, namespaces, queues, keys)
-		locked.QueuedQueries = append(locked.QueuedQueries, b.QueuedQueries...)
-		b = locked
+		t.ahead = append(t.ahead, locked.QueuedQueries...)
 	}
+	t.ahead = append(t.ahead, b.QueuedQueries...)
 	t.holdsRows = t.holdsRows || len(t.counted) > 0
 	clear(t.counted)
 	t.unorderedCounts, t.keyedEnds = false, 0
-	return t.tx.SendBatch(t.ctx, b).Close()
+}
+
+// sendBatch sends b in the transaction, in one round trip with what must go before it:
+// BEGIN, if the transaction has not begun, and the staged and queued writes (takeWrites). The
+// results are b's; an error of the statements before b is the error of every one of them.
+func (t *tx) sendBatch(b *pgx.Batch) pgx.BatchResults {
+	t.takeWrites()
+	var ahead []*pgx.QueuedQuery
+	if !t.begun {
+		begin := &pgx.Batch{}
+		begin.Queue("begin")
+		ahead = begin.QueuedQueries
+		t.begun = true
+	}
+	ahead = append(ahead, t.ahead...)
+	t.ahead = nil
+	if len(ahead) == 0 {
+		return t.conn.SendBatch(t.ctx, b)
+	}
+	all := &pgx.Batch{QueuedQueries: append(ahead, b.QueuedQueries...)}
+	br := t.conn.SendBatch(t.ctx, all)
+	for range ahead {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			// A pipeline that failed before BEGIN ran (a statement that did not prepare, an
+			// argument that did not encode: nothing ran) leaves the transaction to begin
+			// with the next statement, never one sent outside it.
+			t.begun = t.begun && t.conn.Conn().PgConn().TxStatus() != 'I'
+			return pgx.FailedBatchResults(b, err)
+		}
+	}
+	return br
+}
+
+// pending reports statements that must go out before the next one sent (sendBatch).
+func (t *tx) pending() bool {
+	return !t.begun || len(t.ahead) > 0 || t.batch != nil && t.batch.Len() > 0 || len(t.ends.ids) > 0
 }
 
 // changesCounter notes that a write queued for h changes its key's counter row (h is
-// claimable or running under a concurrency key), which flush locks in key order first;
+// claimable or running under a concurrency key), which takeWrites locks in key order first;
 // byTrigger: the counting trigger writes it (else h's terminal write counts it).
 func (t *tx) changesCounter(h *head, byTrigger bool) {
 	if !h.CountedInKey() {
@@ -221,23 +320,93 @@ func (t *tx) changesCounter(h *head, byTrigger bool) {
 	t.counted.Add(planekit.KeyRef{Namespace: h.Namespace, Queue: h.Queue, Key: h.ConcurrencyKey.String})
 }
 
+// query sends sql in the transaction (with what must go before it: sendBatch) and
+// returns its rows.
 func (t *tx) query(sql string, args ...any) (pgx.Rows, error) {
-	if err := t.flush(); err != nil {
+	if !t.pending() {
+		return t.conn.Query(t.ctx, sql, args...)
+	}
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br := t.sendBatch(b)
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
 		return nil, err
 	}
-	return t.tx.Query(t.ctx, sql, args...)
+	return &batchRows{Rows: rows, br: br}, nil
 }
 
+// queryRow is query for one row, as pgx's QueryRow: no row is pgx.ErrNoRows.
 func (t *tx) queryRow(sql string, args ...any) pgx.Row {
-	if err := t.flush(); err != nil {
-		return errRow{err}
+	if !t.pending() {
+		return t.conn.QueryRow(t.ctx, sql, args...)
 	}
-	return t.tx.QueryRow(t.ctx, sql, args...)
+	rows, err := t.query(sql, args...)
+	return firstRow{rows, err}
 }
 
-type errRow struct{ err error }
+// execNow sends sql in the transaction now (with what must go before it: sendBatch) and
+// returns its command tag.
+func (t *tx) execNow(sql string, args ...any) (pgconn.CommandTag, error) {
+	if !t.pending() {
+		return t.conn.Exec(t.ctx, sql, args...)
+	}
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br := t.sendBatch(b)
+	tag, err := br.Exec()
+	return tag, cmp.Or(err, br.Close())
+}
 
-func (r errRow) Scan(...any) error { return r.err }
+// batchRows are the rows of a batch's last statement: once they are read or closed the
+// batch is closed, and its error (an error of the pipeline after the rows) is theirs.
+type batchRows struct {
+	pgx.Rows
+	br     pgx.BatchResults
+	closed bool
+	err    error
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *batchRows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.Rows.Close()
+	r.err = r.br.Close()
+}
+
+func (r *batchRows) Err() error { return cmp.Or(r.Rows.Err(), r.err) }
+
+// firstRow is the first row of rows, as pgx.Row.
+type firstRow struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r firstRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		return cmp.Or(r.rows.Err(), pgx.ErrNoRows)
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
 
 // count records a change of the invocations of a queue in one state and priority level.
 func (t *tx) count(namespace, queue string, state int, priority float64, n int64) {
@@ -249,9 +418,9 @@ func (t *tx) count(namespace, queue string, state int, priority float64, n int64
 	}
 }
 
-// flushCounts applies the counter changes, in key order, on one shard, with the queued
-// writes, in one round trip.
-func (t *tx) flushCounts() error {
+// queueCounts queues the counter changes, in key order, on one shard: they go out with
+// COMMIT (commit).
+func (t *tx) queueCounts() {
 	if keys := t.counts.Sorted(); len(keys) > 0 {
 		ns := make([]string, len(keys))
 		qs := make([]string, len(keys))
@@ -264,7 +433,6 @@ func (t *tx) flushCounts() error {
 		t.exec(t.d.sql.countsAdd, ns, qs, states, prios, int16(rand.IntN(shards)), deltas)
 	}
 	t.counts = nil
-	return t.flush()
 }
 
 // wake marks a key whose waiters the commit wakes.

@@ -1,0 +1,189 @@
+package pgplane
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// roundTrips counts the round trips of every connection it dials: a read after a write is
+// one (pgx writes a request, or a whole pipeline, then reads its answers).
+type roundTrips struct {
+	n atomic.Int64
+}
+
+// tripConn is a connection whose round trips roundTrips counts.
+type tripConn struct {
+	net.Conn
+	trips *roundTrips
+	mu    sync.Mutex
+	wrote bool // written since the last read
+}
+
+func (c *tripConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	c.wrote = true
+	c.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+func (c *tripConn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	if c.wrote {
+		c.wrote = false
+		c.trips.n.Add(1)
+	}
+	c.mu.Unlock()
+	return c.Conn.Read(b)
+}
+
+// take answers the round trips since the last take.
+func (r *roundTrips) take() int { return int(r.n.Swap(0)) }
+
+// trippedDriver opens a driver on a new database whose round trips trips counts: polling
+// only (no listening connection) and no maintenance beat, so that the calls of the test are
+// all it counts.
+func trippedDriver(t testing.TB) (*Driver, *roundTrips) {
+	t.Helper()
+	pc, _, err := ParseURL(pgtest.Database(t), nil)
+	require.NoError(t, err)
+	trips := &roundTrips{}
+	dial := pc.ConnConfig.DialFunc
+	pc.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &tripConn{Conn: c, trips: trips}, nil
+	}
+	pool, err := pgxpool.NewWithConfig(t.Context(), pc)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	d, err := New(pool, &Config{MaintenanceInterval: time.Hour, PollOnly: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	return d, trips
+}
+
+// TestRoundTripsPerTransaction counts the round trips of a plane's transactions, their
+// statements' plans cached (each call is made once before it is counted): BEGIN goes out
+// with the transaction's first statements and COMMIT with its last writes.
+func TestRoundTripsPerTransaction(t *testing.T) {
+	d, trips := trippedDriver(t)
+	ctx := t.Context()
+	submit := func(n int) {
+		ps := make([]plane.SubmitParams, n)
+		for i := range ps {
+			ps[i].Payload = []byte{0xc0}
+		}
+		_, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: ps})
+		require.NoError(t, err)
+	}
+	claim := &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 4}
+	acks := func(jobs []*plane.Job) []plane.SettleParams {
+		s := make([]plane.SettleParams, len(jobs))
+		for i, j := range jobs {
+			s[i] = plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded, Result: []byte{0xc0}}
+		}
+		return s
+	}
+	counted := map[string]int{}
+	var jobs []*plane.Job
+	for round := range 2 { // the first round prepares the statements
+		trips.take()
+		submit(4)
+		counted["submit of 4"] = trips.take()
+
+		var err error
+		jobs, err = d.InvocationClaimMany(ctx, claim)
+		require.NoError(t, err)
+		require.Len(t, jobs, 4)
+		counted["claim of 4"] = trips.take()
+
+		submit(4)
+		trips.take()
+		errs, next, err := d.InvocationSettleAndClaim(ctx, acks(jobs), claim)
+		require.NoError(t, err)
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		require.Len(t, next, 4)
+		counted["settle 4 and claim 4"] = trips.take()
+
+		errs, err = d.InvocationSettleMany(ctx, acks(next))
+		require.NoError(t, err)
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		counted["settle of 4"] = trips.take()
+
+		none, err := d.InvocationClaimMany(ctx, claim)
+		require.NoError(t, err)
+		require.Empty(t, none)
+		counted["empty claim"] = trips.take()
+
+		_, err = d.InvocationGet(ctx, jobs[0].ID)
+		require.NoError(t, err)
+		counted["get"] = trips.take()
+		t.Logf("round %d: %v", round, counted)
+	}
+	// BEGIN and the rows locked; the settles' writes with the promote, admission and claim
+	// statements; the claim's writes, the counters and COMMIT (it was 6: BEGIN, COMMIT and
+	// the settles' writes each alone).
+	require.Equal(t, 3, counted["settle 4 and claim 4"])
+	// BEGIN with the promote, admission and claim statements; the claim's writes, the
+	// counters and COMMIT (it was 4).
+	require.Equal(t, 2, counted["claim of 4"])
+	// BEGIN and the rows locked; the writes, the counters and COMMIT (it was 4).
+	require.Equal(t, 2, counted["settle of 4"])
+}
+
+// BenchmarkSettleAndClaim4 is one worker's settle-and-claim of 4 jobs at a time (a group of
+// one: 4 acks and a claim of 4), on a queue holding every job it claims; trips/op are its
+// round trips. BenchmarkRoundTrip is one round trip alone (SELECT 1 on the pool), its unit.
+func BenchmarkSettleAndClaim4(b *testing.B) {
+	d, trips := trippedDriver(b)
+	ctx := b.Context()
+	const per = 4
+	for left := (b.N + 1) * per; left > 0; left -= 1000 {
+		ps := make([]plane.SubmitParams, min(left, 1000))
+		for i := range ps {
+			ps[i].Payload = []byte{0xc0}
+		}
+		_, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: ps})
+		require.NoError(b, err)
+	}
+	claim := &plane.ClaimParams{Namespace: "default", Queue: "q", Max: per}
+	jobs, err := d.InvocationClaimMany(ctx, claim)
+	require.NoError(b, err)
+	trips.take()
+	b.ResetTimer()
+	for range b.N {
+		settle := make([]plane.SettleParams, len(jobs))
+		for i, j := range jobs {
+			settle[i] = plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded, Result: []byte{0xc0}}
+		}
+		_, jobs, err = d.InvocationSettleAndClaim(ctx, settle, claim)
+		if err != nil || len(jobs) != per {
+			b.Fatal(err, len(jobs))
+		}
+	}
+	b.ReportMetric(float64(trips.take())/float64(b.N), "trips/op")
+}
+
+func BenchmarkRoundTrip(b *testing.B) {
+	d, _ := trippedDriver(b)
+	var one int
+	for range b.N {
+		require.NoError(b, d.pool.QueryRow(b.Context(), "SELECT 1").Scan(&one))
+	}
+}
