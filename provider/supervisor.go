@@ -1009,15 +1009,18 @@ func (s *Supervisor) stop(p Provider, k queueKey, id string, labels []string, re
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StopGrace+s.cfg.CallTimeout)
 		defer cancel()
 		if err := p.Stop(ctx, id, s.cfg.StopGrace); err != nil {
-			s.cfg.Metrics.errors.WithLabelValues(p.Name(), "stop").Inc()
-			s.cfg.Logger.Warn("provider supervisor: stop failed; the launch is considered again at the next tick",
-				"namespace", k.namespace, "queue", k.queue, "launch", id, "error", err)
+			// Recorded for the next tick, logged, then counted, in that order: whoever sees
+			// the count (an alert, a test) finds the log line, and the launch due to be
+			// considered again at the next tick.
 			s.mu.Lock()
 			if s.stopFailed[k] == nil {
 				s.stopFailed[k] = map[string]bool{}
 			}
 			s.stopFailed[k][id] = true
 			s.mu.Unlock()
+			s.cfg.Logger.Warn("provider supervisor: stop failed; the launch is considered again at the next tick",
+				"namespace", k.namespace, "queue", k.queue, "launch", id, "error", err)
+			s.cfg.Metrics.errors.WithLabelValues(p.Name(), "stop").Inc()
 		}
 	})
 }

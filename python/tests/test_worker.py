@@ -513,7 +513,12 @@ def test_a_worker_whose_clock_is_behind_keeps_its_lease(mem: lakeshore.Dispatch,
     TTL, as Go's worker does), not by comparing the server's lease_expires_at with the
     worker's wall clock. Before, the worker read 61 s left on a 1 s lease, heartbeat every
     20 s, and the server expired the lease under the running body: the job was re-queued
-    (its second attempt claimable beside the first) and the body's result was refused."""
+    (its second attempt claimable beside the first) and the body's result was refused.
+
+    The body runs until three of its heartbeats were answered (it outlives its 4.5 s lease,
+    beaten every 1.5 s), not for a fixed 4 s on a 1 s lease, which a worker not run for
+    0.7 s by a loaded machine lost with the code right. The old reckoning (64.5 s left,
+    a beat every 21.5 s) gives no third beat within the body's 30 s: it fails."""
     import datetime as real_datetime
 
     import lakeshore.queue as queue_module
@@ -524,16 +529,19 @@ def test_a_worker_whose_clock_is_behind_keeps_its_lease(mem: lakeshore.Dispatch,
             return real_datetime.datetime.now(tz) - real_datetime.timedelta(seconds=60)
 
     monkeypatch.setattr(queue_module, "datetime", Behind)
+    ids: list[str] = []
+    beaten = heartbeats_answered(monkeypatch, 3, ids)
 
-    @udf(queue="clock-behind", dispatch=mem, lease_ttl=1.0, max_attempts=3)
+    @udf(queue="clock-behind", dispatch=mem, lease_ttl=4.5, max_attempts=3)
     def slow() -> str:
-        time.sleep(4)
+        if not beaten.wait(30):
+            raise RuntimeError("no third heartbeat in 30 s")
         return "done"
 
-    inv = slow.submit()
+    ids.append(inv := slow.submit())
     t = threading.Thread(target=run_worker, args=(mem,), kwargs={"queues": [slow], "once": True}, daemon=True)
     t.start()
-    t.join(30)
+    t.join(60)
     assert not t.is_alive()
     row = slow.queue().get(inv)
     assert row.state == "succeeded", f"the lease was lost under the running body: {row.state}, attempt {row.attempt}"
