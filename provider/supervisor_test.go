@@ -31,11 +31,27 @@ import (
 // SQLite plane, ticking by hand on a clock of their own, so backoffs, cooldowns and register
 // timeouts pass at once.
 
-// execTimeout bounds each call of the tests' exec programs. The programs that answer fork a
-// shell and a few commands per call, which a loaded 2-core machine can take well over a
-// second to run (a 300 ms bound failed such calls under load); the hanging
-// ones sleep 30 s, so any bound far below that still tells a cut-off from an answer.
+// execTimeout bounds each call of the tests' exec programs that hang (execProgram with
+// "hang"): they sleep 30 s, so a bound far below that tells a cut-off from an answer. The
+// programs that only answer get the provider's default bound (execprovider.TimeoutDefault,
+// 30 s), and the rig's supervisor the default CallTimeout: they fork a shell and a few
+// commands per call, which a loaded 2-core machine can take seconds to run (a 300 ms bound,
+// then a 3 s one, failed such calls at load 25-39), so a short bound on them decides nothing
+// but the machine's speed.
 const execTimeout = 3 * time.Second
+
+// hangingPrograms are the exec provider names of execProgram's programs with a call that
+// hangs (to execTimeoutOf).
+var hangingPrograms sync.Map
+
+// execTimeoutOf is the call bound the tests give exec provider name: execTimeout for a
+// program with a call that hangs, else the provider's default.
+func execTimeoutOf(name string) time.Duration {
+	if _, ok := hangingPrograms.Load(name); ok {
+		return execTimeout
+	}
+	return 0
+}
 
 type clock struct {
 	mu  sync.Mutex
@@ -124,12 +140,12 @@ func (r *rig) supervisor(reg prometheus.Registerer, logs *logBuffer, edit func(*
 		case name == plane.ProviderLocal:
 			return r.local, nil
 		case strings.HasPrefix(name, plane.ProviderExecPrefix):
-			return execprovider.New(name, execTimeout)
+			return execprovider.New(name, execTimeoutOf(name))
 		}
 		return nil, plane.Invalid("provider", name, "use local or exec:PROGRAM")
 	}
 	cfg := provider.SupervisorConfig{Driver: r.drv, Resolve: resolve, Tick: 50 * time.Millisecond, LeaseTTL: 5 * time.Second,
-		StopGrace: 2 * time.Second, CallTimeout: 2 * time.Second, Metrics: provider.NewMetrics(reg), Now: r.clock.Now,
+		StopGrace: 2 * time.Second, Metrics: provider.NewMetrics(reg), Now: r.clock.Now,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
 	if edit != nil {
 		edit(&cfg)
@@ -469,6 +485,9 @@ esac
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if launch == "hang" || stop == "hang" {
+		hangingPrograms.Store("exec:"+path, true)
+	}
 	return "exec:" + path
 }
 
@@ -582,7 +601,7 @@ func TestSupervisorExecLaunchAndStopFaults(t *testing.T) {
 // listOf returns the ids an exec provider lists.
 func listOf(t *testing.T, name string) []string {
 	t.Helper()
-	p, err := execprovider.New(name, execTimeout)
+	p, err := execprovider.New(name, execTimeoutOf(name))
 	if err != nil {
 		t.Fatal(err)
 	}
