@@ -190,6 +190,12 @@ func (p *Provider) callEnv(ctx context.Context, env []string, op string, in any)
 	if err != nil {
 		return nil, fmt.Errorf("provider %s %s: %w", p.name, op, err)
 	}
+	// The bound the message names is the one that cuts the call: the caller's deadline when
+	// it comes first (a supervisor's CallTimeout below the program's own), else p.timeout.
+	bound := p.timeout
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < bound {
+		bound = max(time.Until(deadline), 0).Round(100 * time.Millisecond)
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.program, op)
@@ -205,7 +211,7 @@ func (p *Provider) callEnv(ctx context.Context, env []string, op string, in any)
 	err = cmd.Run()
 	switch {
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
-		return nil, fmt.Errorf("provider %s %s: no answer within %s; the program was killed", p.name, op, p.timeout)
+		return nil, fmt.Errorf("provider %s %s: no answer within %s; the program was killed", p.name, op, bound)
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("provider %s %s: %w", p.name, op, ctx.Err())
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist):

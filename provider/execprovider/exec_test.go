@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -172,6 +173,24 @@ func TestExitStatus(t *testing.T) {
 	silent, _ := program(t, 0, `exit 7`)
 	if err := silent.Stop(t.Context(), "x", 0); err == nil || !strings.Contains(err.Error(), "exited with status 7: (no stderr)") {
 		t.Errorf("a silent failure: %v", err)
+	}
+}
+
+// TestHangCutOffByCallerNamesCallersBound: a call cut off by its caller's deadline, shorter
+// than the program's own bound, says the bound that cut it (the caller's), not the program's.
+// Before, it named the program's 30 s while the call had waited 1 s.
+func TestHangCutOffByCallerNamesCallersBound(t *testing.T) {
+	p, _ := program(t, 30*time.Second, `sleep 30`)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	err := p.Launch(ctx, &provider.Launch{ID: "x", Command: []string{"w"}})
+	// The bound left when the call began: 1 s less the time to get there.
+	m := regexp.MustCompile(`launch: no answer within ([0-9.]+m?s); the program was killed`).FindStringSubmatch(fmt.Sprint(err))
+	if m == nil {
+		t.Fatalf("Launch of a hanging program under a 1 s deadline = %v", err)
+	}
+	if d, perr := time.ParseDuration(m[1]); perr != nil || d <= 0 || d > time.Second {
+		t.Errorf("Launch of a hanging program under a 1 s deadline names %s; want the caller's bound (at most 1s), not the program's 30s", m[1])
 	}
 }
 
