@@ -278,13 +278,15 @@ func (t *tx) takeWrites() {
 func (t *tx) sendBatch(b *pgx.Batch) pgx.BatchResults {
 	t.takeWrites()
 	var ahead []*pgx.QueuedQuery
-	if !t.begun {
+	begins := !t.begun
+	if begins {
 		begin := &pgx.Batch{}
 		begin.Queue("begin")
 		ahead = begin.QueuedQueries
 		t.begun = true
 	}
-	ahead = append(ahead, t.ahead...)
+	writes := t.ahead
+	ahead = append(ahead, writes...)
 	t.ahead = nil
 	if len(ahead) == 0 {
 		return t.conn.SendBatch(t.ctx, b)
@@ -296,8 +298,12 @@ func (t *tx) sendBatch(b *pgx.Batch) pgx.BatchResults {
 			_ = br.Close()
 			// A pipeline that failed before BEGIN ran (a statement that did not prepare, an
 			// argument that did not encode: nothing ran) leaves the transaction to begin
-			// with the next statement, never one sent outside it.
-			t.begun = t.begun && t.conn.Conn().PgConn().TxStatus() != 'I'
+			// with the next statement, never one sent outside it, and the writes it took to
+			// go out with that statement (or COMMIT): none of them ran either.
+			if begins && t.conn.Conn().PgConn().TxStatus() == 'I' {
+				t.begun = false
+				t.ahead = append(writes, t.ahead...)
+			}
 			return pgx.FailedBatchResults(b, err)
 		}
 	}

@@ -148,6 +148,23 @@ func TestTransactionPipelines(t *testing.T) {
 		require.Equal(t, 2, count(), "the write after the failed BEGIN was in the transaction, rolled back")
 	})
 
+	t.Run("writes queued ahead of a first statement that ran nothing", func(t *testing.T) {
+		// The statement fails to prepare before anything of its pipeline (BEGIN, the writes
+		// queued ahead of it) ran: the writes are still the transaction's, never dropped
+		// by a COMMIT that reports success without them.
+		var first error
+		err := d.do(ctx, func(x *tx) error {
+			x.exec(insert, 13)
+			_, first = x.execNow(`SELECT * FROM no_such_table`)
+			return nil
+		})
+		require.Equal(t, "42P01", code(first), "%v", first)
+		require.NoError(t, err)
+		require.Equal(t, 3, count(), "the queued write is committed with the transaction")
+		_, err = d.pool.Exec(ctx, `DELETE FROM scratch WHERE id = 13`)
+		require.NoError(t, err)
+	})
+
 	t.Run("a transaction that sends nothing", func(t *testing.T) {
 		trips.take()
 		require.NoError(t, d.do(ctx, func(*tx) error { return nil }))
