@@ -649,11 +649,13 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		if !ok {
 			continue // ended; its registration has not aged out yet
 		}
-		if l.Namespace != "" && l.Namespace != w.Namespace {
-			// A launch of another namespace's queue: a registration names its launch id
-			// itself, and any token that may consume a queue registers workers in its
-			// namespace, so a worker of this namespace naming another tenant's launch id
-			// must not count as it (nor have it stopped as idle).
+		if l.Namespace != "" && l.Namespace != k.namespace || l.Queue != "" && l.Queue != k.queue {
+			// A launch of another queue (of another namespace, or of this one): a
+			// registration names its launch id itself, and any token that may consume a
+			// queue registers workers of that queue, so a worker of this queue naming the
+			// launch id of another (another tenant's, or a queue its token is not scoped
+			// to) must not count as it (nor have it stopped as idle). A provider that does
+			// not list a launch's namespace or queue leaves that part unchecked.
 			continue
 		}
 		registered[w.LaunchID] = true
