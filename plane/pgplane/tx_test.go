@@ -165,6 +165,22 @@ func TestTransactionPipelines(t *testing.T) {
 		require.NoError(t, err)
 	})
 
+	t.Run("writes queued ahead of a later statement that did not prepare", func(t *testing.T) {
+		// Begun already: the failed PARSE aborts the transaction, so the writes it took
+		// are never committed without the caller seeing an error, even one that ignored
+		// the statement's.
+		err := d.do(ctx, func(x *tx) error {
+			if _, err := x.execNow(insert, 14); err != nil {
+				return err
+			}
+			x.exec(insert, 15)
+			_, _ = x.execNow(`SELECT * FROM no_such_table`)
+			return nil
+		})
+		require.ErrorIs(t, err, pgx.ErrTxCommitRollback)
+		require.Equal(t, 2, count())
+	})
+
 	t.Run("a transaction that sends nothing", func(t *testing.T) {
 		trips.take()
 		require.NoError(t, d.do(ctx, func(*tx) error { return nil }))
