@@ -1015,80 +1015,47 @@ func TestSupervisorLaunchErrorHidesJSONEscapedSecrets(t *testing.T) {
 	}
 }
 
-// TestSupervisorStopsNoLaunchOfAnotherNamespace: a worker registration names its launch id
-// itself, and any token that may consume a queue registers workers in that queue's
-// namespace. A registration in team-a naming the launch id of team-b's worker (launched by
-// the same provider) does not count as that launch: on the old code it did, and team-a's
-// queue, wanting no worker, had the supervisor stop team-b's worker as idle.
-func TestSupervisorStopsNoLaunchOfAnotherNamespace(t *testing.T) {
-	r := newRig(t)
-	setIn := func(ns, queue string, policy plane.LaunchPolicy) {
-		t.Helper()
-		if err := r.drv.QueueProviderSet(t.Context(), &plane.ProviderParams{Namespace: ns, Queue: queue,
-			Provider: plane.ProviderRef{Name: plane.ProviderLocal, Policy: policy}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	command := []string{"sh", "-c", "while :; do sleep 0.05; done"}
-	setIn("team-b", "victim", plane.LaunchPolicy{MinWorkers: 1, RegisterTimeout: time.Hour, Command: command})
-	setIn("team-a", "q", plane.LaunchPolicy{IdleTimeout: time.Second, Cooldown: time.Millisecond, Command: command})
-	reg, logs := prometheus.NewRegistry(), &logBuffer{}
-	s := r.supervisor(reg, logs, nil)
-	r.tick(s)
-	ids := r.launches()
-	if len(ids) != 1 {
-		t.Fatalf("launches: %v; want team-b's minimum, 1", ids)
-	}
-	now := r.clock.Now()
-	if err := r.drv.WorkerRegister(t.Context(), &plane.WorkerInfo{ID: "impostor", Namespace: "team-a", Host: "h", PID: 1,
-		Queues: []string{"q"}, StartedAt: now, Provider: plane.ProviderLocal, LaunchID: ids[0], IdleSince: now.Add(-time.Minute)}); err != nil {
-		t.Fatal(err)
-	}
-	r.clock.add(10 * time.Millisecond)
-	r.tick(s)
-	if n := metrictest.Sum(t, reg, "lakeshore_provider_stops_total"); n != 0 {
-		t.Fatalf("stops_total = %v; team-a's registration had team-b's launch stopped\n%s", n, logs.String())
-	}
-	if got := r.launches(); len(got) != 1 || got[0] != ids[0] {
-		t.Fatalf("launches: %v; want team-b's %s still running", got, ids[0])
-	}
-}
-
-// TestSupervisorStopsNoLaunchOfAnotherQueue is TestSupervisorStopsNoLaunchOfAnotherNamespace
-// within one namespace: a token scoped to queue team-a/q registers a worker of q naming the
-// launch id of team-a/victim's worker. On the old code (which compared namespaces only) it
-// counted as q's worker, and q, wanting none, had the supervisor stop victim's worker as
-// idle: a queue-scoped token stopped the workers of a queue it was not given.
+// TestSupervisorStopsNoLaunchOfAnotherQueue: a registered worker counts as a launch only when
+// the launch is of the worker's own namespace and queue. A registration in team-a/q naming
+// the launch id of another queue's worker (launched by the same provider) — team-b/victim,
+// or team-a/victim within q's own namespace, which a token scoped to team-a/q may do — does
+// not count as that launch. On the old code it did (first across namespaces; then, comparing
+// namespaces only, within one), and q, wanting no worker, had the supervisor stop the
+// victim's worker as idle.
 func TestSupervisorStopsNoLaunchOfAnotherQueue(t *testing.T) {
-	r := newRig(t)
-	setIn := func(queue string, policy plane.LaunchPolicy) {
-		t.Helper()
-		if err := r.drv.QueueProviderSet(t.Context(), &plane.ProviderParams{Namespace: "team-a", Queue: queue,
-			Provider: plane.ProviderRef{Name: plane.ProviderLocal, Policy: policy}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	command := []string{"sh", "-c", "while :; do sleep 0.05; done"}
-	setIn("victim", plane.LaunchPolicy{MinWorkers: 1, RegisterTimeout: time.Hour, Command: command})
-	setIn("q", plane.LaunchPolicy{IdleTimeout: time.Second, Cooldown: time.Millisecond, Command: command})
-	reg, logs := prometheus.NewRegistry(), &logBuffer{}
-	s := r.supervisor(reg, logs, nil)
-	r.tick(s)
-	ids := r.launches()
-	if len(ids) != 1 {
-		t.Fatalf("launches: %v; want victim's minimum, 1", ids)
-	}
-	now := r.clock.Now()
-	if err := r.drv.WorkerRegister(t.Context(), &plane.WorkerInfo{ID: "impostor", Namespace: "team-a", Host: "h", PID: 1,
-		Queues: []string{"q"}, StartedAt: now, Provider: plane.ProviderLocal, LaunchID: ids[0], IdleSince: now.Add(-time.Minute)}); err != nil {
-		t.Fatal(err)
-	}
-	r.clock.add(10 * time.Millisecond)
-	r.tick(s)
-	if n := metrictest.Sum(t, reg, "lakeshore_provider_stops_total"); n != 0 {
-		t.Fatalf("stops_total = %v; q's registration had victim's launch stopped\n%s", n, logs.String())
-	}
-	if got := r.launches(); len(got) != 1 || got[0] != ids[0] {
-		t.Fatalf("launches: %v; want victim's %s still running", got, ids[0])
+	for _, victimNamespace := range []string{"team-b", "team-a"} {
+		t.Run(victimNamespace+"/victim", func(t *testing.T) {
+			r := newRig(t)
+			setIn := func(ns, queue string, policy plane.LaunchPolicy) {
+				t.Helper()
+				if err := r.drv.QueueProviderSet(t.Context(), &plane.ProviderParams{Namespace: ns, Queue: queue,
+					Provider: plane.ProviderRef{Name: plane.ProviderLocal, Policy: policy}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			command := []string{"sh", "-c", "while :; do sleep 0.05; done"}
+			setIn(victimNamespace, "victim", plane.LaunchPolicy{MinWorkers: 1, RegisterTimeout: time.Hour, Command: command})
+			setIn("team-a", "q", plane.LaunchPolicy{IdleTimeout: time.Second, Cooldown: time.Millisecond, Command: command})
+			reg, logs := prometheus.NewRegistry(), &logBuffer{}
+			s := r.supervisor(reg, logs, nil)
+			r.tick(s)
+			ids := r.launches()
+			if len(ids) != 1 {
+				t.Fatalf("launches: %v; want the victim's minimum, 1", ids)
+			}
+			now := r.clock.Now()
+			if err := r.drv.WorkerRegister(t.Context(), &plane.WorkerInfo{ID: "impostor", Namespace: "team-a", Host: "h", PID: 1,
+				Queues: []string{"q"}, StartedAt: now, Provider: plane.ProviderLocal, LaunchID: ids[0], IdleSince: now.Add(-time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+			r.clock.add(10 * time.Millisecond)
+			r.tick(s)
+			if n := metrictest.Sum(t, reg, "lakeshore_provider_stops_total"); n != 0 {
+				t.Fatalf("stops_total = %v; team-a/q's registration had the victim's launch stopped\n%s", n, logs.String())
+			}
+			if got := r.launches(); len(got) != 1 || got[0] != ids[0] {
+				t.Fatalf("launches: %v; want the victim's %s still running", got, ids[0])
+			}
+		})
 	}
 }
