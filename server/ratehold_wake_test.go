@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/api"
+	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
 )
 
 // TestWaitingClaimWokenWhenFreedKeyIsRateHeld: a defect of the SQLite plane found by a new
@@ -40,7 +41,12 @@ func TestWaitingClaimWokenWhenFreedKeyIsRateHeld(t *testing.T) {
 		_ = json.Unmarshal(b.do(t, "POST", Q+"/claim", api.ContentTypeJSON, []byte(`{"max": 1, "wait": 30}`), "").body, &c)
 		got <- c
 	}()
-	time.Sleep(100 * time.Millisecond) // the claim parks: the key is at its limit
+	// The claim parks (the key is at its limit) before the settle frees the key: that settle
+	// must hand the key over to it. Settled before it parked, the claim would just find the
+	// key rate-held and sleep until its token, testing nothing of the handoff.
+	drv := b.back.(*sqliteplane.Driver)
+	require.Eventually(t, func() bool { return drv.ParkedClaims("default", "q") == 1 }, 30*time.Second, time.Millisecond,
+		"the waiting claim parks")
 	ack := []byte(`{"token": "` + first.Jobs[0].Token + `", "outcome": "succeeded", "result": 1}`)
 	require.Equal(t, 200, b.do(t, "POST", "/v1/invocations/"+first.Jobs[0].ID+"/settle", api.ContentTypeJSON, ack, "").status)
 	c := <-got

@@ -80,11 +80,14 @@ func TestQuickstartInterrupted(t *testing.T) {
 	waitOutputWithin(t, out, "lakeshore.db\n", 3*time.Minute)
 	m := regexp.MustCompile(`plane (\S+/lakeshore\.db)`).FindStringSubmatch(out.String())
 	require.NotNil(t, m, out.String())
-	waitFile(t, m[1])
-	time.Sleep(500 * time.Millisecond) // map is running its jobs
-	// Ctrl-C: SIGINT to the foreground process group, twice (drain, then stop).
+	// map is running its jobs: its first progress line ("map: N/5000 done ...", every 2 s)
+	// comes from the loop that starts once its worker is installed, so the first signal
+	// drains that worker (before it, a signal would cancel the submission instead).
+	waitOutputWithin(t, out, "/5000 done (", time.Minute)
+	// Ctrl-C: SIGINT to the foreground process group, twice (drain, then stop). Signals do
+	// not queue: the second is sent once map said it handled the first.
 	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT))
-	time.Sleep(300 * time.Millisecond)
+	waitOutputWithin(t, out, "draining", time.Minute)
 	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT))
 	_ = cmd.Wait()
 	home := regexp.MustCompile(`LAKESHORE_HOME=(\S+) scripts/quickstart\.sh`).FindStringSubmatch(out.String())

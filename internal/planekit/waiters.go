@@ -116,6 +116,14 @@ func (c *Waiters[W]) forget(key string) {
 	delete(c.parkedAt, key)
 }
 
+// Parked is the number of waiters parked on key now (for tests that must act once a claim
+// is parked, and diagnostics).
+func (c *Waiters[W]) Parked(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.byQueue[key])
+}
+
 // Unpark removes w and reports whether it was still parked. false means a transaction took
 // it: that transaction answers it exactly once, with its jobs or, when it would have put w
 // back (PutBack), with none; the caller takes the answer with Collect.

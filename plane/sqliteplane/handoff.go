@@ -44,3 +44,10 @@ func (t *wtx) deliver(committed bool) {
 		planekit.Requeue(&t.w.d.claimWaiters, planekit.QueueKey(w.P.Namespace, w.P.Queue), w)
 	})
 }
+
+// ParkedClaims is the number of claims on namespace/queue parked now for a direct handoff
+// (a claim with a wait that found nothing claimable). It lets a test act once a claim is
+// parked, where a sleep would only hope it is; it is not part of plane.Driver.
+func (d *Driver) ParkedClaims(namespace, queue string) int {
+	return d.claimWaiters.Parked(planekit.QueueKey(namespace, queue))
+}

@@ -206,8 +206,10 @@ func TestHangIsCutOff(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "launch: no answer within 3s; the program was killed") {
 		t.Fatalf("Launch of a hanging program = %v", err)
 	}
-	if d := time.Since(start); d < timeout || d > timeout+5*time.Second {
-		t.Errorf("the call returned after %s; want about the %s timeout", d, timeout)
+	// Cut off at the timeout, not when the program ended by itself (its child sleeps 30 s):
+	// the upper bound is halfway to that end, not a verdict on how fast the kill lands.
+	if d := time.Since(start); d < timeout || d > 15*time.Second {
+		t.Errorf("the call returned after %s; want about the %s timeout, well before the program's own end at 30 s", d, timeout)
 	}
 	child, err := strconv.Atoi(read(t, filepath.Join(dir, "child")))
 	if err != nil {

@@ -736,7 +736,8 @@ def test_cancelling_a_task_cancels_its_call(dispatch: HttpDispatch, qname: str) 
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert time.monotonic() - t0 < 1
+        # Ended by the cancel, not by the result's 60 s wait: the bound is half the wait.
+        assert time.monotonic() - t0 < 30
 
     asyncio.run(main())
 

@@ -33,7 +33,9 @@ def test_pause_and_resume(every_plane: HttpDispatch, qname: str) -> None:
     resumed = time.monotonic()
     assert q.resume() is True
     t.join(20)
-    assert got == [inv] and time.monotonic() - resumed < 5
+    # Woken by the resume, not answered at the end of its 20 s wait: the bound is half the
+    # wait, the behaviour's margin, not a verdict on the machine's speed.
+    assert got == [inv] and time.monotonic() - resumed < 10
     assert q.resume() is False and q.paused() is False
     job = q.claim(wait=5)
     assert job is not None and job.id == later
