@@ -8,7 +8,8 @@
 #    PostgreSQL), crash tests, the data queue's stores, the CLI, the dashboard in Chromium.
 #    Tests that need PostgreSQL or Chromium skip with the command that installs them when
 #    those are absent (with CI=true they fail instead).
-# 2. The Python SDK's pytest suite, in a virtual environment it creates once in
+# 2. The Python SDK's pytest suite (run beside step 1, its output printed after it), in a
+#    virtual environment it creates once in
 #    python/.venv (pip install -e 'python[test]', the distribution lakeshore-queue), against a lakeshore binary built from
 #    this tree.
 # Both use the real dreamlake-lakeshore package (issue 24: server/compat's tests and
@@ -46,18 +47,6 @@ if ! "$PERSIST_VENV/bin/python" -c 'import persisting, lance' 2>/dev/null; then
   fi
 fi
 
-echo "==> go test ./..."
-# A package binary may take minutes on a loaded 2-core machine (the PostgreSQL conformance
-# suite runs twice): the default 10-minute bound is too tight for it.
-go test -timeout 25m ./...
-# The Kubernetes provider is built only with the lakeshore_kubernetes tag (the default
-# binary leaves client-go out): its tests, against client-go's fake clientset, and the CLI's
-# resolver with it built in.
-echo "==> go test -tags lakeshore_kubernetes (the Kubernetes provider)"
-go test -tags lakeshore_kubernetes ./provider/kubeprovider
-go test -tags lakeshore_kubernetes -run 'TestProviderSSHResolve' ./cmd/lakeshore
-
-echo "==> python: pytest python/tests"
 venv=python/.venv
 if [ ! -x "$venv/bin/pytest" ]; then
   python3 -m venv "$venv" || {
@@ -74,10 +63,43 @@ if [ ! -f "$venv/.installed" ] || [ python/pyproject.toml -nt "$venv/.installed"
   touch "$venv/.installed"
 fi
 go build -o "$venv/lakeshore" ./cmd/lakeshore
+
+# The Python suite runs beside the Go tests, its output kept in a file and printed after
+# them. Both spend most of their time waiting (fsyncs, timers, child processes: pytest used
+# ~180 s of CPU in ~470 s, plane/pgplane 70 s in 640 s), so on CI's 2 cores one after the
+# other left the CPU idle for minutes (docs/benchmarks-cli.md, "CI time").
+pylog=$(mktemp "${TMPDIR:-/tmp}/lakeshore-pytest.XXXXXX")
+echo "==> python: pytest python/tests (beside the Go tests; its output follows theirs)"
+(
+  rc=0
+  LAKESHORE_BIN="$PWD/$venv/lakeshore" "$venv/bin/pytest" -q -rs python/tests || rc=$?
+  exit "$rc"
+) >"$pylog" 2>&1 &
+pypid=$!
+
+gorc=0
+echo "==> go test ./..."
+# A package binary may take minutes on a loaded 2-core machine (the PostgreSQL conformance
+# suite runs twice): the default 10-minute bound is too tight for it.
+go test -timeout 25m ./... || gorc=$?
+# The Kubernetes provider is built only with the lakeshore_kubernetes tag (the default
+# binary leaves client-go out): its tests, against client-go's fake clientset, and the CLI's
+# resolver with it built in.
+echo "==> go test -tags lakeshore_kubernetes (the Kubernetes provider)"
+go test -tags lakeshore_kubernetes ./provider/kubeprovider || gorc=$?
+go test -tags lakeshore_kubernetes -run 'TestProviderSSHResolve' ./cmd/lakeshore || gorc=$?
+
 rc=0
-LAKESHORE_BIN="$PWD/$venv/lakeshore" "$venv/bin/pytest" -q -rs python/tests || rc=$?
+wait "$pypid" || rc=$?
+echo "==> python: pytest python/tests (output)"
+cat "$pylog"
+rm -f "$pylog"
 if [ "$rc" -eq 5 ]; then
   echo "pytest collected no test in python/tests" >&2
   exit 1
+fi
+if [ "$gorc" -ne 0 ]; then
+  echo "go test failed (exit $gorc)" >&2
+  exit "$gorc"
 fi
 exit "$rc"
