@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -77,6 +78,32 @@ type ScheduleListParams struct {
 	After string
 	// Limit caps the page; 0 means ListLimitDefault, at most ListLimitMax.
 	Limit int
+	// NamespaceMatch, when set, lists only the namespaces it matches: a path.Match pattern
+	// ("team-*", "team-[ac]"), a token's namespace. The SQL planes read only the rows of
+	// the namespaces that start with its literal prefix and fill the page with the
+	// matching ones, Next naming the last of them, so a page and its cursor say nothing of
+	// a namespace the pattern does not match (a scoped token's listing,
+	// server/schedules.go). The HTTP plane filters each page the server answers.
+	NamespaceMatch string
+}
+
+// MatchesNamespace reports whether namespace is one p lists by NamespaceMatch ("": every
+// namespace).
+func (p *ScheduleListParams) MatchesNamespace(namespace string) bool {
+	if p.NamespaceMatch == "" {
+		return true
+	}
+	ok, err := path.Match(p.NamespaceMatch, namespace)
+	return err == nil && ok
+}
+
+// NamespaceMatchPrefix is the literal start of a NamespaceMatch pattern (up to its first
+// '*', '?', '[' or '\\'): every namespace it matches starts with it.
+func NamespaceMatchPrefix(pattern string) string {
+	if i := strings.IndexAny(pattern, "*?[\\"); i >= 0 {
+		return pattern[:i]
+	}
+	return pattern
 }
 
 // SchedulePage is one page of Driver.ScheduleList.
@@ -113,6 +140,11 @@ func (p *ScheduleListParams) Validate() (limit int, afterNamespace, afterName st
 			return 0, "", "", Invalid("after", p.After, "use the next cursor of the previous page")
 		}
 		afterNamespace, afterName = ns, name
+	}
+	if p.NamespaceMatch != "" {
+		if _, err := path.Match(p.NamespaceMatch, ""); err != nil || len(p.NamespaceMatch) > 256 {
+			return 0, "", "", Invalid("namespace_match", p.NamespaceMatch, "use a path.Match pattern of at most 256 bytes (team-*)")
+		}
 	}
 	if p.Limit < 0 || p.Limit > ListLimitMax {
 		return 0, "", "", Invalid("limit", p.Limit, fmt.Sprintf("use 1–%d (0: %d)", ListLimitMax, ListLimitDefault))

@@ -603,6 +603,25 @@ type queueView struct {
 	workers  []plane.WorkerInfo      // registered workers of this queue with a launch id
 }
 
+// launchOf reports whether launch l, as its provider lists it, is one of queue k (whose
+// track is tr), so that a registered worker naming its id may count as it. A provider that
+// lists a launch's namespace and queue says whose it is. One that leaves either empty (an
+// exec program may) says nothing: such a launch is this queue's only when this supervisor
+// launched it for this queue and still tracks it (tr.shapeOf, set at the launch), never by
+// its id alone — else a registration of this queue naming another queue's launch id would
+// count as it, and have it stopped as idle. (A supervisor started after such a launch does
+// not adopt it: docs/providers.md, "List".)
+func launchOf(k queueKey, tr *queueTrack, l LaunchStatus) bool {
+	if l.Namespace != "" && l.Queue != "" {
+		return l.Namespace == k.namespace && l.Queue == k.queue
+	}
+	if l.Namespace != "" && l.Namespace != k.namespace || l.Queue != "" && l.Queue != k.queue {
+		return false
+	}
+	_, ours := tr.shapeOf[l.ID]
+	return ours
+}
+
 // queue acts for one queue: take or renew its lease, reconcile launches, decide, act.
 func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queueView) error {
 	ref, alive := v.ref, v.alive
@@ -649,13 +668,12 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		if !ok {
 			continue // ended; its registration has not aged out yet
 		}
-		if l.Namespace != "" && l.Namespace != k.namespace || l.Queue != "" && l.Queue != k.queue {
+		if !launchOf(k, tr, l) {
 			// A launch of another queue (of another namespace, or of this one): a
 			// registration names its launch id itself, and any token that may consume a
 			// queue registers workers of that queue, so a worker of this queue naming the
 			// launch id of another (another tenant's, or a queue its token is not scoped
-			// to) must not count as it (nor have it stopped as idle). A provider that does
-			// not list a launch's namespace or queue leaves that part unchecked.
+			// to) must not count as it (nor have it stopped as idle).
 			continue
 		}
 		registered[w.LaunchID] = true

@@ -1059,3 +1059,63 @@ func TestSupervisorStopsNoLaunchOfAnotherQueue(t *testing.T) {
 		})
 	}
 }
+
+// TestSupervisorMatchesUnlabelledLaunchOnlyToItsOwnRecord: a provider whose List leaves a
+// launch's namespace and queue empty (an exec program may; here the local provider with
+// both cleared from its listing) does not say whose the launch is, so a registered worker
+// naming its id counts as it only in the queue this supervisor launched it for (the record
+// of its own launch, which knows the queue), never by the id alone. A registration in
+// team-a/q naming the id of team-b/victim's launch (or team-a/victim's) does not count, and
+// q, wanting no worker, stops nothing. On the old code the empty namespace and queue were
+// left unchecked: the victim's worker was stopped as q's idle one.
+func TestSupervisorMatchesUnlabelledLaunchOnlyToItsOwnRecord(t *testing.T) {
+	for _, victimNamespace := range []string{"team-b", "team-a"} {
+		t.Run(victimNamespace+"/victim", func(t *testing.T) {
+			r := newRig(t)
+			setIn := func(ns, queue string, policy plane.LaunchPolicy) {
+				t.Helper()
+				if err := r.drv.QueueProviderSet(t.Context(), &plane.ProviderParams{Namespace: ns, Queue: queue,
+					Provider: plane.ProviderRef{Name: plane.ProviderLocal, Policy: policy}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			command := []string{"sh", "-c", "while :; do sleep 0.05; done"}
+			setIn(victimNamespace, "victim", plane.LaunchPolicy{MinWorkers: 1, RegisterTimeout: time.Hour, Command: command})
+			setIn("team-a", "q", plane.LaunchPolicy{IdleTimeout: time.Second, Cooldown: time.Millisecond, Command: command})
+			reg, logs := prometheus.NewRegistry(), &logBuffer{}
+			s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) {
+				c.Resolve = func(string) (provider.Provider, error) { return unlabelled{r.local}, nil }
+			})
+			r.tick(s)
+			ids := r.launches()
+			if len(ids) != 1 {
+				t.Fatalf("launches: %v; want the victim's minimum, 1", ids)
+			}
+			now := r.clock.Now()
+			if err := r.drv.WorkerRegister(t.Context(), &plane.WorkerInfo{ID: "impostor", Namespace: "team-a", Host: "h", PID: 1,
+				Queues: []string{"q"}, StartedAt: now, Provider: plane.ProviderLocal, LaunchID: ids[0], IdleSince: now.Add(-time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+			r.clock.add(10 * time.Millisecond)
+			r.tick(s)
+			if n := metrictest.Sum(t, reg, "lakeshore_provider_stops_total"); n != 0 {
+				t.Fatalf("stops_total = %v; team-a/q's registration had the victim's unlabelled launch stopped\n%s", n, logs.String())
+			}
+			if got := r.launches(); len(got) != 1 || got[0] != ids[0] {
+				t.Fatalf("launches: %v; want the victim's %s still running", got, ids[0])
+			}
+		})
+	}
+}
+
+// unlabelled is a provider whose List leaves every launch's namespace and queue empty, as an
+// exec program may.
+type unlabelled struct{ provider.Provider }
+
+func (u unlabelled) List(ctx context.Context) ([]provider.LaunchStatus, error) {
+	ls, err := u.Provider.List(ctx)
+	for i := range ls {
+		ls[i].Namespace, ls[i].Queue = "", ""
+	}
+	return ls, err
+}

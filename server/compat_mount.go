@@ -30,6 +30,9 @@ func (s *Server) mountCompat() {
 			return s.longPoll(r, p.(compatPrincipal).p, wait)
 		},
 		Recheck: func(r *http.Request, p compat.Principal) error { return s.recheckToken(r, p.(compatPrincipal).p) },
+		Submit: func(r *http.Request, p compat.Principal, params *plane.SubmitManyParams) ([]plane.SubmitResult, error) {
+			return s.submitBounded(r, p.(compatPrincipal).p, params, 0)
+		},
 	})
 	for pattern, h := range routes {
 		s.mux.HandleFunc(pattern, h)

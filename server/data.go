@@ -778,6 +778,12 @@ var dataStatuses = map[string]int{
 	persist.ErrCorrupt.Code:          http.StatusInternalServerError,
 }
 
+// corruptDataMessage is the message of a data queue's corrupt error (500 corrupt): what is
+// wrong and what to do, without the store's text (its paths, its parser's errors), which
+// the server's log keeps.
+const corruptDataMessage = "the data queue's stored state is damaged: a file of its store cannot be read back " +
+	"(the server's log names it); nothing was read or written; an operator restores the queue from a backup or deletes it"
+
 // writeDataError writes err as a DataErrorBody when it is one of persist's typed errors
 // (with their details, so a client rebuilds them), else as the server's ErrorBody.
 func (s *Server) writeDataError(w http.ResponseWriter, r *http.Request, err error) {
@@ -834,7 +840,12 @@ func (s *Server) writeDataError(w http.ResponseWriter, r *http.Request, err erro
 			rec.field = loggedField(out.Details.Field)
 		}
 	}
-	if status == http.StatusInternalServerError {
+	switch {
+	case code == persist.ErrCorrupt.Code:
+		// The server's fault (500), said in words: the store's own text names files and
+		// carries its parser's errors, for the log only.
+		out.Message = corruptDataMessage
+	case status == http.StatusInternalServerError:
 		out.Message = "internal error" // the log has the rest
 	}
 	s.write(w, r, status, &out)

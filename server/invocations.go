@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"time"
 
 	"github.com/lakeshore-dev/lakeshore/api"
 	"github.com/lakeshore-dev/lakeshore/plane"
@@ -82,22 +83,9 @@ func (s *Server) submit(r *http.Request, p *principal, namespace, queue string, 
 	if err := authorizeQueue(p, namespace, queue, plane.PermissionSubmit); err != nil {
 		return nil, err
 	}
-	// A submit to a full queue with on_full=block waits inside the driver: bound it by the
-	// long-poll limit and end it when the server stops.
-	wait := s.cfg.LongPollMax
-	if maxWait > 0 {
-		wait = min(wait, api.Duration(maxWait))
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), wait)
-	defer cancel()
-	ctx, cancelStop := context.WithCancelCause(ctx)
-	defer cancelStop(nil)
-	defer context.AfterFunc(s.stopCtx, func() { cancelStop(api.ErrShuttingDown) })()
-	// A token revoked or expired while its submit waited for room submits nothing.
-	params.Recheck = func() error { return s.recheckToken(r, p) }
-	res, err := s.drv.InvocationSubmitMany(ctx, params)
+	res, err := s.submitBounded(r, p, params, api.Duration(maxWait))
 	if err != nil {
-		return nil, stopErr(ctx, err)
+		return nil, err
 	}
 	out := make([]api.SubmitResult, len(res))
 	created := 0
@@ -109,6 +97,30 @@ func (s *Server) submit(r *http.Request, p *principal, namespace, queue string, 
 	}
 	s.metrics.submits.WithLabelValues(namespace, queue).Add(float64(created))
 	return out, nil
+}
+
+// submitBounded runs params on the plane for p's request r: the one bound of a submit that
+// waits for room in a full queue (on_full=block) inside the driver, for our submit routes
+// and the compatibility route's alike. It waits at most the long-poll limit
+// (Config.LongPollMax; maxWait > 0 shortens it), ends when the server stops (shutting_down),
+// and a token revoked or expired while it waited submits nothing (params.Recheck). A wait
+// that ends without room answers the plane's queue_full (*plane.AdmissionError).
+func (s *Server) submitBounded(r *http.Request, p *principal, params *plane.SubmitManyParams, maxWait time.Duration) ([]plane.SubmitResult, error) {
+	wait := s.cfg.LongPollMax
+	if maxWait > 0 {
+		wait = min(wait, maxWait)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	ctx, cancelStop := context.WithCancelCause(ctx)
+	defer cancelStop(nil)
+	defer context.AfterFunc(s.stopCtx, func() { cancelStop(api.ErrShuttingDown) })()
+	params.Recheck = func() error { return s.recheckToken(r, p) }
+	res, err := s.drv.InvocationSubmitMany(ctx, params)
+	if err != nil {
+		return nil, stopErr(ctx, err)
+	}
+	return res, nil
 }
 
 // Listing.

@@ -214,13 +214,18 @@ func (s *Server) handleScheduleList(w http.ResponseWriter, r *http.Request, p *p
 		// token covers nothing of, that cursor told it that the namespace held more than
 		// scheduleListPages × limit schedules, and following it counted them. So the
 		// listing reads only where the token may see: nothing of a namespace it does not
-		// cover, and only its own namespace when its token names one (no glob).
+		// cover, only its own namespace when its token names one, and only the namespaces
+		// its pattern matches when it is a glob (plane.ScheduleListParams.NamespaceMatch:
+		// before, a team-* token's listing of every namespace read the others' rows, and
+		// its cursor counted them).
 		switch {
 		case params.Namespace != "" && !p.allowsNamespace(params.Namespace, anyPerms...), !p.has(anyPerms):
 			s.write(w, r, http.StatusOK, out)
 			return nil
 		case params.Namespace == "" && p.tok != nil && !strings.ContainsAny(p.tok.Namespace, globChars):
 			params.Namespace = p.tok.Namespace
+		case params.Namespace == "" && p.tok != nil:
+			params.NamespaceMatch = p.tok.Namespace
 		}
 	}
 	for range scheduleListPages {

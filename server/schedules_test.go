@@ -289,3 +289,61 @@ func TestScheduleListTellsNothingOfOtherNamespaces(t *testing.T) {
 	page = list(glob, "limit=1&namespace=team-a")
 	require.Equal(t, []string{"mine"}, []string{page.Schedules[0].Name})
 }
+
+// TestScheduleListOfGlobTokenTellsNothingOfOtherNamespaces: a token whose namespace is a
+// glob (team-*, team-[ac]) lists every namespace it matches, and its pages and cursors are
+// the same whatever the namespaces it does not match hold: the plane reads only the
+// namespaces its pattern matches (plane.ScheduleListParams.NamespaceMatch). On the old code
+// its listing read every namespace: 20 schedules in "other" (before team-a in byte order)
+// turned its first page from team-a's schedule into an empty page with a sealed cursor, and
+// following the cursors counted them.
+func TestScheduleListOfGlobTokenTellsNothingOfOtherNamespaces(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	star, _ := b.mint(t, "team-*", "*", 0, plane.PermissionRead)
+	ac, _ := b.mint(t, "team-[ac]", "*", 0, plane.PermissionRead)
+	put := func(ns, name string) {
+		t.Helper()
+		r := b.doJSON(t, "PUT", "/v1/namespaces/"+ns+"/schedules/"+name, map[string]any{"queue": "q", "every": 60}, adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	put("team-a", "m1")
+	put("team-a", "m2")
+	put("team-c", "m3")
+	// pages lists everything token sees, limit 1 a page, following the cursors: each page's
+	// names and whether it had a cursor.
+	pages := func(token string) []string {
+		t.Helper()
+		var out []string
+		after := ""
+		for range 100 {
+			r := b.doJSON(t, "GET", "/v1/schedules?limit=1&after="+url.QueryEscape(after), nil, token)
+			require.Equal(t, 200, r.status, "%s", r.body)
+			var page api.SchedulesResponse
+			require.NoError(t, json.Unmarshal(r.body, &page))
+			line := ""
+			for _, sc := range page.Schedules {
+				line += sc.Namespace + "/" + sc.Name + " "
+			}
+			out = append(out, line+fmt.Sprintf("next=%t", page.Next != ""))
+			if page.Next == "" {
+				return out
+			}
+			after = page.Next
+		}
+		t.Fatal("the cursor never ends")
+		return nil
+	}
+	beforeStar, beforeAC := pages(star), pages(ac)
+	require.Equal(t, []string{"team-a/m1 next=true", "team-a/m2 next=true", "team-c/m3 next=false"}, beforeAC)
+	for i := range 20 {
+		put("other", fmt.Sprintf("s%02d", i))
+	}
+	require.Equal(t, beforeStar, pages(star), "team-*: the same pages whatever other holds")
+	require.Equal(t, beforeAC, pages(ac), "team-[ac]: the same pages whatever other holds")
+	for i := range 20 {
+		put("team-b", fmt.Sprintf("s%02d", i))
+	}
+	require.Equal(t, beforeAC, pages(ac), "team-[ac]: the same pages whatever team-b holds")
+	require.Len(t, pages(star), 23, "team-* covers team-b")
+}

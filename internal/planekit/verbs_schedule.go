@@ -137,31 +137,55 @@ func CapCount(t Tx, st *Statements, key, count string, args ...any) (int64, erro
 }
 
 // ScheduleList implements plane.Driver: one page, read with one more row than the limit to
-// know whether another page follows.
+// know whether another page follows. With NamespaceMatch it reads only the namespaces
+// starting with the pattern's literal prefix, and keeps the rows the pattern matches,
+// reading on until the page holds limit of them and one more shows a next page (or the
+// rows end): its page and cursor depend on the matched namespaces only.
 func (v Verbs) ScheduleList(ctx context.Context, params *plane.ScheduleListParams) (*plane.SchedulePage, error) {
 	limit, afterNamespace, afterName, err := params.Validate()
 	if err != nil {
 		return nil, err
 	}
-	lo, hi := ScheduleListBounds(params.Namespace, params.Name, afterNamespace, afterName)
-	rows, err := read(ctx, v, "list schedules", ScanSchedule, v.st.ScheduleList, lo[0], lo[1], hi[0], hi[1], limit+1)
-	if err != nil {
-		return nil, err
-	}
-	page := &plane.SchedulePage{Schedules: make([]plane.Schedule, 0, min(len(rows), limit))}
-	for i, row := range rows {
-		if i == limit {
-			last := &page.Schedules[limit-1]
-			page.Next = plane.ScheduleCursor(last.Namespace, last.Name)
-			break
+	page := &plane.SchedulePage{Schedules: make([]plane.Schedule, 0, min(limit, 64))}
+	for {
+		lo, hi := ScheduleListBounds(params.Namespace, params.Name, afterNamespace, afterName)
+		if params.NamespaceMatch != "" {
+			if prefix := plane.NamespaceMatchPrefix(params.NamespaceMatch); prefix != "" {
+				if lo[0] < prefix {
+					lo = [2]string{prefix, ""}
+				}
+				if up := prefix + nameAbove; hi[0] > up {
+					hi = [2]string{up, ""}
+				}
+			}
 		}
-		s, err := row.Schedule()
+		if lo[0] > hi[0] || lo[0] == hi[0] && lo[1] > hi[1] {
+			return page, nil
+		}
+		rows, err := read(ctx, v, "list schedules", ScanSchedule, v.st.ScheduleList, lo[0], lo[1], hi[0], hi[1], limit+1)
 		if err != nil {
 			return nil, err
 		}
-		page.Schedules = append(page.Schedules, *s)
+		for _, row := range rows {
+			s, err := row.Schedule()
+			if err != nil {
+				return nil, err
+			}
+			afterNamespace, afterName = s.Namespace, s.Name
+			if !params.MatchesNamespace(s.Namespace) {
+				continue
+			}
+			if len(page.Schedules) == limit {
+				last := &page.Schedules[limit-1]
+				page.Next = plane.ScheduleCursor(last.Namespace, last.Name)
+				return page, nil
+			}
+			page.Schedules = append(page.Schedules, *s)
+		}
+		if len(rows) <= limit || params.NamespaceMatch == "" {
+			return page, nil
+		}
 	}
-	return page, nil
 }
 
 // ScheduleDelete implements plane.Driver.

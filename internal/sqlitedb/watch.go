@@ -51,6 +51,17 @@ func IsBusy(err error) bool {
 	return false
 }
 
+// IsCorrupt reports whether err is SQLITE_CORRUPT or SQLITE_NOTADB: the database file is
+// damaged, or is not an SQLite database at all; no retry helps.
+func IsCorrupt(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		code := se.Code() & 0xff
+		return code == sqlite3.SQLITE_CORRUPT || code == sqlite3.SQLITE_NOTADB
+	}
+	return false
+}
+
 // IsNoTransaction reports whether err says there was no transaction to end (a ROLLBACK after
 // SQLite already rolled back on its own).
 func IsNoTransaction(err error) bool {

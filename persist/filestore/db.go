@@ -20,7 +20,8 @@ var migrations embed.FS
 
 // openDB opens meta.db on internal/sqlitedb (WAL, the synchronous mode of durability,
 // a busy timeout; one write connection beside a query-only read pool) and applies the
-// migrations. The writer runs every write transaction as BEGIN IMMEDIATE.
+// migrations. The writer runs every write transaction as BEGIN IMMEDIATE. A meta.db that is
+// damaged or not an SQLite database is persist.ErrCorrupt (corruptDB).
 func openDB(ctx context.Context, path string, durability persist.Durability, busy time.Duration) (*sqlitedb.DB, error) {
 	sync := sqlitedb.SynchronousFull
 	if durability == persist.Buffered {
@@ -28,12 +29,12 @@ func openDB(ctx context.Context, path string, durability persist.Durability, bus
 	}
 	db, err := sqlitedb.Open(path, &sqlitedb.Options{Synchronous: sync, BusyTimeout: busy})
 	if err != nil {
-		return nil, fmt.Errorf("open meta.db: %w", err)
+		return nil, corruptDB("open meta.db", err)
 	}
 	conn, err := db.Write.Conn(ctx)
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open meta.db: %w", err)
+		return nil, corruptDB("open meta.db", err)
 	}
 	sub, err := fs.Sub(migrations, "migrations")
 	if err == nil {
@@ -42,9 +43,19 @@ func openDB(ctx context.Context, path string, durability persist.Durability, bus
 	conn.Close()
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("create meta.db schema: %w", err)
+		return nil, corruptDB("create meta.db schema", err)
 	}
 	return db, nil
+}
+
+// corruptDB is err of step wrapped in persist.ErrCorrupt when SQLite says meta.db is damaged
+// or is not a database (no retry helps: its answer is the typed corrupt error, not an
+// internal one), else wrapped as it is.
+func corruptDB(step string, err error) error {
+	if sqlitedb.IsCorrupt(err) {
+		return fmt.Errorf("%w: %s: %w", persist.ErrCorrupt, step, err)
+	}
+	return fmt.Errorf("%s: %w", step, err)
 }
 
 // queryer is what *sql.Tx, *sql.Conn and *sql.DB share.

@@ -35,7 +35,8 @@ func (d *Driver) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Sch
 
 // ScheduleList implements plane.Driver: GET /v1/schedules with the namespace, name,
 // cursor and limit. Through a scoped token a page holds only the schedules of the queues
-// the token covers (possibly fewer than the limit, with a cursor to go on).
+// the token covers (possibly fewer than the limit, with a cursor to go on). NamespaceMatch
+// is applied here, to each page the server answers (fewer than the limit, with a cursor).
 func (d *Driver) ScheduleList(ctx context.Context, params *plane.ScheduleListParams) (*plane.SchedulePage, error) {
 	if _, _, _, err := params.Validate(); err != nil {
 		return nil, err
@@ -53,9 +54,11 @@ func (d *Driver) ScheduleList(ctx context.Context, params *plane.ScheduleListPar
 	if err := d.do(ctx, &call{method: "GET", path: "/v1/schedules", query: q, out: &out, safe: true, until: d.deadline(ctx)}); err != nil {
 		return nil, err
 	}
-	page := &plane.SchedulePage{Schedules: make([]plane.Schedule, len(out.Schedules)), Next: out.Next}
+	page := &plane.SchedulePage{Schedules: make([]plane.Schedule, 0, len(out.Schedules)), Next: out.Next}
 	for i := range out.Schedules {
-		page.Schedules[i] = *out.Schedules[i].Plane()
+		if sc := out.Schedules[i].Plane(); params.MatchesNamespace(sc.Namespace) {
+			page.Schedules = append(page.Schedules, *sc)
+		}
 	}
 	return page, nil
 }

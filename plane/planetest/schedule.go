@@ -411,6 +411,41 @@ func testSchedules(t *testing.T, s *suite) {
 		require.Len(t, list, 3)
 	})
 
+	t.Run("ListNamespaceMatch", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		for _, ns := range []string{"aa", "nm-a", "nm-b", "nm-c", "nm-cc", "zz"} {
+			for _, name := range []string{"s1", "s2"} {
+				_, err := b.drv.ScheduleSet(b.ctx, &plane.Schedule{Namespace: ns, Name: name, Queue: b.q, Every: time.Minute})
+				must(t, err, "set")
+			}
+		}
+		for pattern, want := range map[string][]string{
+			"nm-[ac]": {"nm-a/s1", "nm-a/s2", "nm-c/s1", "nm-c/s2"},
+			"nm-*":    {"nm-a/s1", "nm-a/s2", "nm-b/s1", "nm-b/s2", "nm-c/s1", "nm-c/s2", "nm-cc/s1", "nm-cc/s2"},
+			"*z":      {"zz/s1", "zz/s2"},
+			"none-*":  nil,
+		} {
+			var got []string
+			params := plane.ScheduleListParams{NamespaceMatch: pattern, Limit: 1}
+			for pages := 0; ; pages++ {
+				require.Less(t, pages, 20, "the cursor moves on")
+				page, err := b.drv.ScheduleList(b.ctx, &params)
+				must(t, err, "list")
+				for _, sc := range page.Schedules {
+					got = append(got, sc.Namespace+"/"+sc.Name)
+				}
+				if page.Next == "" {
+					break
+				}
+				params.After = page.Next
+			}
+			require.Equal(t, want, got, "%s: every schedule of the namespaces it matches, once, in order", pattern)
+		}
+		_, err := b.drv.ScheduleList(b.ctx, &plane.ScheduleListParams{NamespaceMatch: "nm-["})
+		requireInvalid(t, err, "namespace_match")
+	})
+
 	t.Run("ListPages", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

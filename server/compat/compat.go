@@ -83,6 +83,12 @@ type Config struct {
 	// revoked or expired since: unauthorized) ends the stream, or is the answer, the jobs
 	// given back unrun. nil: no check (a principal that cannot be revoked).
 	Recheck func(r *http.Request, p Principal) error
+	// Submit runs a submit for p's request r under the server's bound of a submit that
+	// waits for room in a full queue (on_full=block): the same wait as the server's own
+	// submit routes (its long-poll limit), ended when the server stops, with the token
+	// looked up again after a wait (params.Recheck). nil: the driver's submit, waiting at
+	// most waitMax, ended when Done is closed, rechecked with Recheck.
+	Submit func(r *http.Request, p Principal, params *plane.SubmitManyParams) ([]plane.SubmitResult, error)
 }
 
 // Routes returns the compatibility routes, pattern → handler, for an http.ServeMux.

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -52,12 +53,27 @@ func (h *handlers) submit(w http.ResponseWriter, r *http.Request, p Principal) e
 	if one.Payload == nil {
 		one.Payload = []byte{0xc0} // msgpack nil: the plane stores bytes
 	}
-	res, err := h.cfg.Driver.InvocationSubmitMany(r.Context(), &plane.SubmitManyParams{Namespace: namespace, Queue: queue, Invocations: []plane.SubmitParams{one},
-		Recheck: func() error { return h.recheck(r, p) }}) // a submit blocked by a full queue: as ours
+	res, err := h.submitBounded(r, p, &plane.SubmitManyParams{Namespace: namespace, Queue: queue, Invocations: []plane.SubmitParams{one}})
 	if err != nil {
 		return err
 	}
 	return writeBody(w, map[string]any{"invocation_id": res[0].ID, "existing": res[0].Existing})
+}
+
+// submitBounded is Config.Submit: a submit blocked by a full queue waits as ours do, no
+// longer (before, it waited as long as its client stayed connected). Without one, it waits
+// at most waitMax and ends when the server stops.
+func (h *handlers) submitBounded(r *http.Request, p Principal, params *plane.SubmitManyParams) ([]plane.SubmitResult, error) {
+	if h.cfg.Submit != nil {
+		return h.cfg.Submit(r, p, params)
+	}
+	untilStop, cancel := h.untilStop(r)
+	defer cancel()
+	ctx, cancelWait := context.WithTimeout(untilStop, waitMax)
+	defer cancelWait()
+	params.Recheck = func() error { return h.recheck(r, p) }
+	res, err := h.cfg.Driver.InvocationSubmitMany(ctx, params)
+	return res, stopped(untilStop, r, err)
 }
 
 // awaitRequest is the body of POST …/producer/await.
