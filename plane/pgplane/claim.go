@@ -256,8 +256,11 @@ func (t *tx) queuePromote(b *pgx.Batch, namespace, queue string) (alone bool) {
 
 // readPromote reads the answers of the promote queuePromote queued (alone: its own
 // transaction's too): the smallest id it made claimable (nil: none) and whether it left a
-// due row waiting (leftDue). A promote in the claim's transaction marks it as holding rows
-// (promoted); one that went out alone left nothing held.
+// due row waiting (leftDue). Either way the transaction counts as holding rows from now on
+// (promoted): one that went out alone left nothing held, but the claim goes on to lock
+// rows (candidates it may read and leave locked, key turns), so a later promote of the
+// transaction (a claim across queues, the default shape's claim after a placed one) waits
+// for nothing, as before.
 func (t *tx) readPromote(br pgx.BatchResults, alone bool) (promoted *string, leftDue bool, err error) {
 	if alone {
 		if _, err := br.Exec(); err != nil {
@@ -267,8 +270,8 @@ func (t *tx) readPromote(br pgx.BatchResults, alone bool) (promoted *string, lef
 	if err := br.QueryRow().Scan(&promoted, &leftDue); err != nil {
 		return nil, false, fmt.Errorf("claim: promote: %w", err)
 	}
+	t.promoted()
 	if !alone {
-		t.promoted()
 		return promoted, leftDue, nil
 	}
 	tag, err := br.Exec()
