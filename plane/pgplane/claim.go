@@ -96,7 +96,7 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		floor, fromFloor = t.d.floors.Get(qkey)
 	}
 	b := &pgx.Batch{}
-	b.Queue(t.promote(), p.Namespace, p.Queue, t.ms)
+	alone := t.queuePromote(b, p.Namespace, p.Queue)
 	b.Queue(t.d.sql.admission, p.Namespace, p.Queue)
 	turnSQL := planekit.ByOrder(kind, t.d.sql.keyTurnFIFO, t.d.sql.keyTurnFILO, t.d.sql.keyTurnPriority)
 	b.Queue(turnSQL, p.Namespace, p.Queue, []string{}, t.ms, want)
@@ -117,13 +117,11 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	var leftDue bool                 // the promote left a due row waiting (another transaction holds it)
 	err := func() error {
 		defer br.Close()
-		var promoted *string // the smallest id made claimable
-		if err := br.QueryRow().Scan(&promoted, &leftDue); err != nil {
-			return fmt.Errorf("claim: promote: %w", err)
+		promoted, left, err := t.readPromote(br, alone) // the smallest id made claimable
+		if err != nil {
+			return err
 		}
-		// The transaction may hold rows now, promoted or not (tx.promoted): a later claim
-		// of it promotes with promoteHolding.
-		t.promoted()
+		leftDue = left
 		if promoted != nil && fromFloor && *promoted < floor {
 			floor = *promoted // the candidates below are not the oldest: scan again
 			fromFloor = false
@@ -222,6 +220,71 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		planekit.NoteDue(reqs, next, leftDue, t.ms)
 	}
 	return nil
+}
+
+// queuePromote queues the claim's promote (promote: the statement) at the head of b, and
+// reports whether it goes out alone: in a transaction of its own, committed before the
+// claim's transaction begins, in the same round trip (BEGIN, promote, COMMIT, BEGIN, the
+// claim's statements). It does when the claim is its transaction's first statement:
+// nothing sent, nothing queued, nothing held (a claim of its own, the first try of a claim
+// across queues). So the claim's transaction never holds the counter rows of the keys it
+// promoted while it reads its key turns and heads (FOR UPDATE SKIP LOCKED): in PostgreSQL
+// 15 such a read can wait after all, for the holder of a newer version of a row whose
+// updater ends just as it is locked (heap_lock_updated_tuple follows the update chain
+// whatever the wait policy), and a writer that took a lower key's newer version in key
+// order (a submit, a settle, another promote) and waits for a higher key the claim held
+// closed a deadlock PostgreSQL broke after deadlock_timeout (TestKeyedHandoffNoDeadlock,
+// once in a while; TestClaimHoldsNoPromotedCounterRow). The promote's transaction commits
+// without waiting for its WAL to reach disk (synchronous_commit off, for it alone): one
+// lost in a crash leaves its rows waiting, which the next claim or maintenance promotes
+// again, and the claim's own commit, later in the WAL, flushes it anyway. A promote that
+// moves nothing writes nothing and its commit costs nothing. Read its answers with
+// readPromote.
+func (t *tx) queuePromote(b *pgx.Batch, namespace, queue string) (alone bool) {
+	t.takeWrites()
+	alone = !t.begun && len(t.ahead) == 0 && !t.holdsRows
+	if alone {
+		b.Queue(`set local synchronous_commit = off`)
+	}
+	b.Queue(t.promote(), namespace, queue, t.ms)
+	if alone {
+		b.Queue("commit")
+		b.Queue("begin")
+	}
+	return alone
+}
+
+// readPromote reads the answers of the promote queuePromote queued (alone: its own
+// transaction's too): the smallest id it made claimable (nil: none) and whether it left a
+// due row waiting (leftDue). Either way the transaction counts as holding rows from now on
+// (promoted): one that went out alone left nothing held, but the claim goes on to lock
+// rows (candidates it may read and leave locked, key turns), so a later promote of the
+// transaction (a claim across queues, the default shape's claim after a placed one) waits
+// for nothing, as before.
+func (t *tx) readPromote(br pgx.BatchResults, alone bool) (promoted *string, leftDue bool, err error) {
+	if alone {
+		if _, err := br.Exec(); err != nil {
+			return nil, false, fmt.Errorf("claim: promote: %w", err)
+		}
+	}
+	if err := br.QueryRow().Scan(&promoted, &leftDue); err != nil {
+		return nil, false, fmt.Errorf("claim: promote: %w", err)
+	}
+	t.promoted()
+	if !alone {
+		return promoted, leftDue, nil
+	}
+	tag, err := br.Exec()
+	if err == nil && tag.String() != "COMMIT" {
+		err = pgx.ErrTxCommitRollback
+	}
+	if err == nil {
+		_, err = br.Exec() // the claim's BEGIN
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("claim: promote: %w", err)
+	}
+	return promoted, leftDue, nil
 }
 
 // promote is the statement that makes a claim's due waiting rows claimable: promote, or

@@ -11,7 +11,9 @@ import (
 // waiters with the claim statements of InvocationClaimMany (FOR UPDATE SKIP LOCKED, a fresh
 // lease token, the counters), before it commits, and hands them the jobs after the commit.
 // Claimers in other processes are woken by NOTIFY as before and claim in a transaction of
-// their own.
+// their own. Maintenance's promote hands nothing off: it wakes the parked claimers after
+// its commit (maintenance.Promote), so that no transaction reads key turns while it holds
+// the counter rows of keys it promoted (queuePromote).
 //
 // A waiter the writer takes is delivered to exactly once: its jobs after a commit, nil after
 // a rollback or when the claim found nothing for it (it then claims again by itself).

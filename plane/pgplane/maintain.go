@@ -114,8 +114,8 @@ func (s maintenance) step(what string, fn func(t *tx) error) error {
 }
 
 // Promote makes due delayed and backed-off rows claimable (1,000 a pass), and wakes their
-// queues' idle claimers (a claimer's own timer runs on real time; the plane's clock may
-// jump). Once a pass: the first claim of a queue promotes its own due rows as well.
+// queues' idle claimers after its commit, never by a direct handoff (a claimer's own timer
+// runs on real time; the plane's clock may jump). Once a pass: the first claim of a queue promotes its own due rows as well.
 func (s maintenance) Promote(int) (n int, err error) {
 	return n, s.step("promote: ", func(t *tx) error {
 		rs, err := t.query(s.d.sql.promoteDue, t.ms)
@@ -128,7 +128,12 @@ func (s maintenance) Promote(int) (n int, err error) {
 			if err := rs.Scan(&ns, &q, &oldest); err != nil {
 				return err
 			}
-			t.wakeQueue(ns, q)
+			// Woken after the commit, not served before it (wakeQueue): a direct handoff
+			// here would read key turns (FOR UPDATE SKIP LOCKED) while the transaction
+			// holds the counter rows of the keys it promoted, the order queuePromote keeps
+			// a claim out of (it can wait, through an update chain, for a writer waiting in
+			// key order for one of them). The parked claimers claim by themselves.
+			t.wake(planekit.QueueKey(ns, q))
 			s.d.floors.Lower(planekit.QueueKey(ns, q), oldest)
 		}
 		return rs.Err()

@@ -28,7 +28,7 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 	// shapes and the pairs of the warm host keys.
 	warmClaim := planekit.WarmClaim(p, r.Kind)
 	b := &pgx.Batch{}
-	b.Queue(t.promote(), p.Namespace, p.Queue, t.ms)
+	alone := t.queuePromote(b, p.Namespace, p.Queue)
 	b.Queue(t.d.sql.deadlineCutoff, p.Namespace, p.Queue)
 	if !p.Offers.IsZero() {
 		b.Queue(t.d.sql.shapes, p.Namespace, p.Queue)
@@ -43,11 +43,11 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 	err := func() error {
 		br := t.sendBatch(b)
 		defer br.Close()
-		var promoted *string
-		if err := br.QueryRow().Scan(&promoted, &leftDue); err != nil {
-			return fmt.Errorf("claim: promote: %w", err)
+		promoted, left, err := t.readPromote(br, alone) // rows held after one in the transaction: a later claim promotes with promoteHolding
+		if err != nil {
+			return err
 		}
-		t.promoted() // rows held, promoted or not: a later claim promotes with promoteHolding
+		leftDue = left
 		if promoted != nil {
 			t.d.floors.Lower(planekit.QueueKey(p.Namespace, p.Queue), *promoted)
 		}

@@ -1,0 +1,166 @@
+package pgplane
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
+	"github.com/lakeshore-dev/lakeshore/plane"
+)
+
+// TestClaimHoldsNoPromotedCounterRow: a claim that is its transaction's first statement
+// promotes in a transaction of its own (queuePromote), so that while it reads its key
+// turns and heads (FOR UPDATE SKIP LOCKED, which PostgreSQL 15 lets wait through an update
+// chain) and starts its jobs, it holds no counter row of a key it promoted: holding one
+// there closed a deadlock with a writer taking keys in key order
+// (TestKeyedHandoffNoDeadlock, rarely). Key kb runs one job at its limit of 1; its delayed
+// job is due; an unkeyed job is claimable. Another transaction holds the queue's counts
+// rows, so the claim, which takes the unkeyed job, waits at its commit; meanwhile kb's
+// counter row, which the promote counted the due job in, must be free (NOWAIT). Both
+// claim paths: without offers (claimFor) and with (claimPlaced).
+func TestClaimHoldsNoPromotedCounterRow(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		offers *plane.Offers
+	}{
+		{name: "claim"},
+		{name: "claim with offers", offers: &plane.Offers{GPUs: 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			url := pgtest.Database(t)
+			conn, watch := mustConn(t, url), mustConn(t, url)
+			var offset atomic.Int64 // the plane's clock runs ahead by this
+			d := open(t, url, &Config{MaintenanceInterval: time.Hour,
+				Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }})
+			ctx := t.Context()
+			_, err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
+				Admission: plane.Admission{ConcurrencyLimit: 1}})
+			require.NoError(t, err)
+			submitOne(t, d, plane.SubmitParams{ConcurrencyKey: "kb"})
+			running := claimOne(t, d, 0)
+			require.Equal(t, "kb", running.ConcurrencyKey)
+			unkeyed := submitOne(t, d, plane.SubmitParams{})
+			delayed := submitOne(t, d, plane.SubmitParams{ConcurrencyKey: "kb", Delay: time.Hour})
+
+			// Every counts row of the queue exists, and another transaction holds them all.
+			_, err = conn.Exec(ctx, `INSERT INTO lakeshore.counts (namespace, queue, state, priority, shard, n)
+				SELECT 'default', 'q', s, 0, sh, 0 FROM generate_series(-3, 6) AS s, generate_series(0, $1::int - 1) AS sh
+				ON CONFLICT DO NOTHING`, shards)
+			require.NoError(t, err)
+			other, err := conn.Begin(ctx)
+			require.NoError(t, err)
+			defer other.Rollback(context.Background())
+			_, err = other.Exec(ctx, `SELECT 1 FROM lakeshore.counts WHERE namespace = 'default' AND queue = 'q' FOR UPDATE`)
+			require.NoError(t, err)
+
+			offset.Store(int64(2 * time.Hour)) // the delayed job is due, not yet promoted
+			type result struct {
+				jobs []*plane.Job
+				err  error
+			}
+			done := make(chan result, 1)
+			go func() {
+				jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1, Offers: c.offers})
+				done <- result{jobs, err}
+			}()
+			require.Eventually(t, func() bool {
+				var waiting bool
+				err := watch.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()
+					AND wait_event_type = 'Lock' AND query LIKE '%INTO "lakeshore".counts%'`).Scan(&waiting)
+				return err == nil && waiting
+			}, 10*time.Second, time.Millisecond, "the claim waits at its commit for the counts rows")
+
+			// kb's counter row: counted by the promote, not held by the claim still open.
+			var queued, run int64
+			err = watch.QueryRow(ctx, `SELECT queued, running FROM lakeshore.concurrency_keys
+				WHERE namespace = 'default' AND queue = 'q' AND concurrency_key = 'kb' FOR UPDATE NOWAIT`).Scan(&queued, &run)
+			require.NoError(t, err, "the claim's transaction holds kb's counter row")
+			require.Equal(t, [2]int64{1, 1}, [2]int64{queued, run}, "kb counts its promoted job (committed) and its running one")
+
+			require.NoError(t, other.Rollback(ctx))
+			r := <-done
+			require.NoError(t, r.err)
+			require.Len(t, r.jobs, 1)
+			require.Equal(t, unkeyed, r.jobs[0].ID)
+			var waiting bool
+			require.NoError(t, watch.QueryRow(ctx, `SELECT waiting FROM lakeshore.invocations WHERE id = $1`, delayed).Scan(&waiting))
+			require.False(t, waiting, "the delayed job was promoted")
+		})
+	}
+}
+
+// TestMaintenancePromoteHandsNothingOff: maintenance's promote wakes the parked claimers
+// of the queues it made jobs claimable in after its commit, and claims nothing for them
+// before it (no direct handoff): a handoff there would read key turns while the
+// transaction holds the counter rows of the keys it promoted, the order queuePromote keeps
+// a claim out of. Key kb runs one job at its limit of 1; a claimer parks; a delayed kb job
+// and a delayed unkeyed job fall due and maintenance promotes them. Another transaction
+// holds the queue's counts rows, so whichever transaction starts the unkeyed job waits at
+// its commit; meanwhile kb's counter row must be free (NOWAIT).
+func TestMaintenancePromoteHandsNothingOff(t *testing.T) {
+	url := pgtest.Database(t)
+	conn, watch := mustConn(t, url), mustConn(t, url)
+	var offset atomic.Int64 // the plane's clock runs ahead by this
+	d := open(t, url, &Config{MaintenanceInterval: 10 * time.Millisecond,
+		Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }})
+	ctx := t.Context()
+	_, err := d.QueueAdmissionSet(ctx, &plane.AdmissionParams{Namespace: "default", Queue: "q",
+		Admission: plane.Admission{ConcurrencyLimit: 1}})
+	require.NoError(t, err)
+	submitOne(t, d, plane.SubmitParams{ConcurrencyKey: "kb"})
+	// Its lease outlives the clock's jump (maintenance would expire it, a write of kb's row).
+	jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", LeaseTTL: 24 * time.Hour})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	submitOne(t, d, plane.SubmitParams{ConcurrencyKey: "kb", Delay: time.Hour})
+	unkeyed := submitOne(t, d, plane.SubmitParams{Delay: time.Hour})
+
+	_, err = conn.Exec(ctx, `INSERT INTO lakeshore.counts (namespace, queue, state, priority, shard, n)
+		SELECT 'default', 'q', s, 0, sh, 0 FROM generate_series(-3, 6) AS s, generate_series(0, $1::int - 1) AS sh
+		ON CONFLICT DO NOTHING`, shards)
+	require.NoError(t, err)
+	other, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer other.Rollback(context.Background())
+	_, err = other.Exec(ctx, `SELECT 1 FROM lakeshore.counts WHERE namespace = 'default' AND queue = 'q' FOR UPDATE`)
+	require.NoError(t, err)
+
+	type result struct {
+		jobs []*plane.Job
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1, Wait: 30 * time.Second})
+		done <- result{jobs, err}
+	}()
+	require.Eventually(t, func() bool {
+		parked := 0 // counted, none taken
+		d.claimWaiters.TakeFirst(planekit.QueueKey("default", "q"), func(*claimWaiter) bool { parked++; return false })
+		return parked > 0
+	}, 10*time.Second, time.Millisecond, "the claimer parks")
+	offset.Store(int64(2 * time.Hour)) // both delayed jobs are due: maintenance promotes them
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := watch.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%INTO "lakeshore".counts%'`).Scan(&waiting)
+		return err == nil && waiting
+	}, 10*time.Second, time.Millisecond, "the unkeyed job's start waits at its commit for the counts rows")
+
+	var queued, run int64
+	err = watch.QueryRow(ctx, `SELECT queued, running FROM lakeshore.concurrency_keys
+		WHERE namespace = 'default' AND queue = 'q' AND concurrency_key = 'kb' FOR UPDATE NOWAIT`).Scan(&queued, &run)
+	require.NoError(t, err, "the transaction starting the unkeyed job holds kb's counter row")
+	require.Equal(t, [2]int64{1, 1}, [2]int64{queued, run}, "kb counts its promoted job (committed) and its running one")
+
+	require.NoError(t, other.Rollback(ctx))
+	r := <-done
+	require.NoError(t, r.err)
+	require.Len(t, r.jobs, 1)
+	require.Equal(t, unkeyed, r.jobs[0].ID)
+}
