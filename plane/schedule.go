@@ -228,7 +228,20 @@ type Schedule struct {
 const ScheduleEveryRule = "use at least 1s, in whole milliseconds"
 
 // CatchUpRule is what Schedule.CatchUp may be.
-const CatchUpRule = `use "once" (fire the latest missed tick, the default), "skip" (fire none) or "all" (fire each)`
+const CatchUpRule = `use "once" (fire the latest missed tick, the default), "skip" (fire none older than 1m) or "all" (fire each)`
+
+// The metadata keys the plane sets on every fire (FireParams).
+const (
+	// MetaSchedule holds the name of the schedule that submitted the fire.
+	MetaSchedule = "schedule"
+	// MetaScheduleTick holds the fire's tick, RFC 3339 in UTC.
+	MetaScheduleTick = "schedule_tick"
+)
+
+// ScheduleMetaRule is why a schedule's own metadata may not hold MetaSchedule or
+// MetaScheduleTick: every fire carries the plane's values of them, so one given there was
+// replaced on every fire without a word.
+const ScheduleMetaRule = `the keys "schedule" and "schedule_tick" are set on every fire (the schedule's name and the tick); use other keys`
 
 // Validate checks s's names, rule, time zone, payload and options. Errors: *InvalidError
 // naming the field and what is allowed.
@@ -249,6 +262,11 @@ func (s *Schedule) Validate() error {
 	case "", CatchUpOnce, CatchUpSkip, CatchUpAll:
 	default:
 		return Invalid("catch_up", string(s.CatchUp), CatchUpRule)
+	}
+	for _, k := range []string{MetaSchedule, MetaScheduleTick} {
+		if _, ok := s.Metadata[k]; ok {
+			return Invalid("metadata key", k, ScheduleMetaRule)
+		}
 	}
 	sub := SubmitParams{Payload: s.Payload, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
 		AttemptTimeout: s.AttemptTimeout, Metadata: s.Metadata}
@@ -534,8 +552,8 @@ func (s *Schedule) FireParams(tick time.Time) SubmitParams {
 	for k, v := range s.Metadata {
 		meta[k] = v
 	}
-	meta["schedule"] = s.Name
-	meta["schedule_tick"] = tick.UTC().Format(time.RFC3339Nano)
+	meta[MetaSchedule] = s.Name
+	meta[MetaScheduleTick] = tick.UTC().Format(time.RFC3339Nano)
 	return SubmitParams{Payload: s.Payload, Key: ScheduleKey(s.Name, tick), Priority: s.Priority,
 		MaxAttempts: s.MaxAttempts, AttemptTimeout: s.AttemptTimeout, Metadata: meta}
 }
