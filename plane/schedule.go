@@ -450,7 +450,7 @@ func (s *Schedule) Rule() (ScheduleRule, error) {
 	}
 	parsed, err := cron.ParseStandard(expr)
 	if err != nil {
-		return nil, Invalid("cron", s.Cron, `use five fields (minute hour day-of-month month day-of-week, e.g. "0 3 * * *") or @hourly, @daily, @weekly, @monthly, @yearly: `+err.Error())
+		return nil, Invalid("cron", s.Cron, cronRuleFor(expr, err))
 	}
 	zone := time.UTC
 	if s.TimeZone != "" {
@@ -463,6 +463,43 @@ func (s *Schedule) Rule() (ScheduleRule, error) {
 		rule.times = dayTimes(spec)
 	}
 	return rule, nil
+}
+
+// CronRule is what Schedule.Cron may be.
+const CronRule = `use five fields (minute hour day-of-month month day-of-week, e.g. "0 3 * * *") or @hourly, @daily, @weekly, @monthly, @yearly`
+
+// cronFields are the five fields of a standard cron expression, with the values each takes
+// (robfig/cron/v3's standard parser: no 7 for Sunday, no L, W or #).
+var cronFields = [5]struct{ name, values string }{
+	{"minute", "0–59"},
+	{"hour", "0–23"},
+	{"day-of-month", "1–31"},
+	{"month", "1–12 or JAN–DEC"},
+	{"day-of-week", "0–6 (Sunday is 0) or SUN–SAT"},
+}
+
+// cronRuleFor is the rule an unparsable cron expression breaks: CronRule and, for an
+// expression of five fields, the first field the parser refuses, with the values it takes;
+// else CronRule and the parser's reason. The parser's own text for a bad field named Go's
+// internals ("failed to parse int from L: strconv.Atoi: parsing "L": invalid syntax") and
+// not the field, or said "above maximum (6)" for a Sunday written 7.
+func cronRuleFor(expr string, err error) string {
+	if fields := strings.Fields(expr); len(fields) == len(cronFields) {
+		for i, field := range fields {
+			probe := []string{"*", "*", "*", "*", "*"}
+			probe[i] = field
+			if _, perr := cron.ParseStandard(strings.Join(probe, " ")); perr != nil {
+				f := cronFields[i]
+				return fmt.Sprintf("%s: the %s field %q is not valid: use %s, *, a range (1-5), a list (1,3,5) or a step (*/15, 0-30/10)",
+					CronRule, f.name, field, f.values)
+			}
+		}
+	}
+	reason := err.Error()
+	if i := strings.Index(reason, ": strconv."); i >= 0 {
+		reason = reason[:i]
+	}
+	return CronRule + ": " + reason
 }
 
 // SameRule reports whether s and o tick alike: the same cron expression (spaces around it
