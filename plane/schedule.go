@@ -260,7 +260,20 @@ type Schedule struct {
 const ScheduleEveryRule = "use at least 1s, in whole milliseconds"
 
 // CatchUpRule is what Schedule.CatchUp may be.
-const CatchUpRule = `use "once" (fire the latest missed tick, the default), "skip" (fire none) or "all" (fire each)`
+const CatchUpRule = `use "once" (fire the latest missed tick, the default), "skip" (fire none older than 1m) or "all" (fire each)`
+
+// The metadata keys the plane sets on every fire (FireParams).
+const (
+	// MetaSchedule holds the name of the schedule that submitted the fire.
+	MetaSchedule = "schedule"
+	// MetaScheduleTick holds the fire's tick, RFC 3339 in UTC.
+	MetaScheduleTick = "schedule_tick"
+)
+
+// ScheduleMetaRule is why a schedule's own metadata may not hold MetaSchedule or
+// MetaScheduleTick: every fire carries the plane's values of them, so one given there was
+// replaced on every fire without a word.
+const ScheduleMetaRule = `the keys "schedule" and "schedule_tick" are set on every fire (the schedule's name and the tick); use other keys`
 
 // Validate checks s's names, rule, time zone, payload and options. Errors: *InvalidError
 // naming the field and what is allowed.
@@ -281,6 +294,11 @@ func (s *Schedule) Validate() error {
 	case "", CatchUpOnce, CatchUpSkip, CatchUpAll:
 	default:
 		return Invalid("catch_up", string(s.CatchUp), CatchUpRule)
+	}
+	for _, k := range []string{MetaSchedule, MetaScheduleTick} {
+		if _, ok := s.Metadata[k]; ok {
+			return Invalid("metadata key", k, ScheduleMetaRule)
+		}
 	}
 	sub := SubmitParams{Payload: s.Payload, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
 		AttemptTimeout: s.AttemptTimeout, Metadata: s.Metadata}
@@ -464,7 +482,7 @@ func (s *Schedule) Rule() (ScheduleRule, error) {
 	}
 	parsed, err := cron.ParseStandard(expr)
 	if err != nil {
-		return nil, Invalid("cron", s.Cron, `use five fields (minute hour day-of-month month day-of-week, e.g. "0 3 * * *") or @hourly, @daily, @weekly, @monthly, @yearly: `+err.Error())
+		return nil, Invalid("cron", s.Cron, cronRuleFor(expr, err))
 	}
 	zone := time.UTC
 	if s.TimeZone != "" {
@@ -477,6 +495,43 @@ func (s *Schedule) Rule() (ScheduleRule, error) {
 		rule.times = dayTimes(spec)
 	}
 	return rule, nil
+}
+
+// CronRule is what Schedule.Cron may be.
+const CronRule = `use five fields (minute hour day-of-month month day-of-week, e.g. "0 3 * * *") or @hourly, @daily, @weekly, @monthly, @yearly`
+
+// cronFields are the five fields of a standard cron expression, with the values each takes
+// (robfig/cron/v3's standard parser: no 7 for Sunday, no L, W or #).
+var cronFields = [5]struct{ name, values string }{
+	{"minute", "0–59"},
+	{"hour", "0–23"},
+	{"day-of-month", "1–31"},
+	{"month", "1–12 or JAN–DEC"},
+	{"day-of-week", "0–6 (Sunday is 0) or SUN–SAT"},
+}
+
+// cronRuleFor is the rule an unparsable cron expression breaks: CronRule and, for an
+// expression of five fields, the first field the parser refuses, with the values it takes;
+// else CronRule and the parser's reason. The parser's own text for a bad field named Go's
+// internals ("failed to parse int from L: strconv.Atoi: parsing "L": invalid syntax") and
+// not the field, or said "above maximum (6)" for a Sunday written 7.
+func cronRuleFor(expr string, err error) string {
+	if fields := strings.Fields(expr); len(fields) == len(cronFields) {
+		for i, field := range fields {
+			probe := []string{"*", "*", "*", "*", "*"}
+			probe[i] = field
+			if _, perr := cron.ParseStandard(strings.Join(probe, " ")); perr != nil {
+				f := cronFields[i]
+				return fmt.Sprintf("%s: the %s field %q is not valid: use %s, *, a range (1-5), a list (1,3,5) or a step (*/15, 0-30/10)",
+					CronRule, f.name, field, f.values)
+			}
+		}
+	}
+	reason := err.Error()
+	if i := strings.Index(reason, ": strconv."); i >= 0 {
+		reason = reason[:i]
+	}
+	return CronRule + ": " + reason
 }
 
 // SameRule reports whether s and o tick alike: the same cron expression (spaces around it
@@ -566,8 +621,8 @@ func (s *Schedule) FireParams(tick time.Time) SubmitParams {
 	for k, v := range s.Metadata {
 		meta[k] = v
 	}
-	meta["schedule"] = s.Name
-	meta["schedule_tick"] = tick.UTC().Format(time.RFC3339Nano)
+	meta[MetaSchedule] = s.Name
+	meta[MetaScheduleTick] = tick.UTC().Format(time.RFC3339Nano)
 	return SubmitParams{Payload: s.Payload, Key: ScheduleKey(s.Name, tick), Priority: s.Priority,
 		MaxAttempts: s.MaxAttempts, AttemptTimeout: s.AttemptTimeout, Metadata: meta}
 }

@@ -1,10 +1,12 @@
 package plane
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"github.com/stretchr/testify/require"
 )
 
 func TestScheduleFires(t *testing.T) {
@@ -312,5 +314,32 @@ func TestDedupFrees(t *testing.T) {
 		if got := DedupFrees(c.meta, c.created, c.cutoff); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestCronErrorNamesTheField: a cron expression the parser refuses is answered with the
+// field it refused and the values that field takes, never the parser's Go internals. A new
+// user's trial: "0 3 L * *" answered `failed to parse int from L: strconv.Atoi: parsing "L":
+// invalid syntax`, and "0 3 * * 7" (Sunday as crontab(5) also writes it) `end of range (7)
+// above maximum (6)`, naming no field.
+func TestCronErrorNamesTheField(t *testing.T) {
+	for expr, want := range map[string]string{
+		"0 3 L * *":    `the day-of-month field "L" is not valid: use 1–31, *,`,
+		"0 3 * * 7":    `the day-of-week field "7" is not valid: use 0–6 (Sunday is 0) or SUN–SAT, *,`,
+		"0 3 * * 1-7":  `the day-of-week field "1-7" is not valid: use 0–6 (Sunday is 0)`,
+		"0 25 * * *":   `the hour field "25" is not valid: use 0–23`,
+		"x 3 * * *":    `the minute field "x" is not valid: use 0–59`,
+		"0 3 * FOO *":  `the month field "FOO" is not valid: use 1–12 or JAN–DEC`,
+		"*/0 * * * *":  `the minute field "*/0" is not valid`,
+		"0 3 * *":      "expected exactly 5 fields, found 4",
+		"@fortnightly": "unrecognized descriptor: @fortnightly",
+	} {
+		_, err := (&Schedule{Cron: expr}).Rule()
+		var invalid *InvalidError
+		require.ErrorAs(t, err, &invalid, expr)
+		require.Equal(t, "cron", invalid.Field, expr)
+		require.True(t, strings.HasPrefix(invalid.Rule, CronRule+": "), "%s: %s", expr, invalid.Rule)
+		require.Contains(t, invalid.Rule, want, expr)
+		require.NotContains(t, invalid.Rule, "strconv", expr)
 	}
 }

@@ -36,7 +36,7 @@ func newScheduleAddCmd(a *app) *cobra.Command {
 		every, attemptTimeout                   time.Duration
 		priority                                float64
 		maxAttempts                             int
-		paused, asString                        bool
+		paused, asString, keepState             bool
 	)
 	c := &cobra.Command{
 		Use:   "add NAME [CRON] --queue QUEUE [--every 10m] [--payload JSON | --file F]",
@@ -45,10 +45,18 @@ func newScheduleAddCmd(a *app) *cobra.Command {
 (minute hour day-of-month month day-of-week, or @hourly, @daily, @weekly, @monthly,
 @yearly) read in --time-zone (default UTC), or --every for an interval (ticks at its
 multiples since the Unix epoch). The first fire is the first tick after now. Prints the
-schedule's next fire.`,
+schedule's next fire.
+
+Replacing a schedule resets it: a paused one is resumed (unless --paused), its skip record
+starts again and its next fire is the first tick after now. With --keep-state the command
+is a declaration, as Python's @lakeshore.schedule makes at each import (for a deploy script
+that runs it at every release): an existing schedule keeps its paused flag (--paused then
+applies only when it creates the schedule), its skip record and, with the same rule (cron,
+--every, --time-zone), its next fire, so ticks missed meanwhile still follow --catch-up.`,
 		Example: `  lakeshore schedule add nightly "0 3 * * *" --queue eval --payload '{"suite": "full"}'
   lakeshore schedule add paris-morning "30 7 * * 1-5" --time-zone Europe/Paris --queue reports
-  lakeshore schedule add heartbeat --every 10m --queue probes --catch-up skip`,
+  lakeshore schedule add heartbeat --every 10m --queue probes --catch-up skip
+  lakeshore schedule add nightly "0 3 * * *" --queue eval --keep-state   # in a deploy script`,
 		Args: rangeArgs(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
 			if queue == "" {
@@ -98,7 +106,7 @@ schedule's next fire.`,
 			defer d.Close()
 			sc, err := q.Schedule(c.Context(), args[0], value, &lakeshore.ScheduleOptions{Cron: cron, Every: every,
 				TimeZone: timeZone, CatchUp: lakeshore.CatchUp(catchUp), Paused: paused, Priority: priority,
-				MaxAttempts: maxAttempts, AttemptTimeout: attemptTimeout})
+				MaxAttempts: maxAttempts, AttemptTimeout: attemptTimeout, KeepState: keepState})
 			if err != nil {
 				return withFlag(err, scheduleFlags)
 			}
@@ -121,8 +129,10 @@ schedule's next fire.`,
 	f.BoolVar(&asString, "string", false, "take the payload as a plain string, not JSON")
 	f.DurationVar(&every, "every", 0, "an interval instead of a cron expression, e.g. 10m (at least 1s)")
 	f.StringVar(&timeZone, "time-zone", "", "the IANA time zone the cron expression is read in, e.g. Europe/Paris (default UTC)")
-	f.StringVar(&catchUp, "catch-up", "", "missed ticks after downtime: once (the latest, the default), skip (none) or all (each)")
-	f.BoolVar(&paused, "paused", false, "store the schedule paused")
+	f.StringVar(&catchUp, "catch-up", "", "missed ticks after downtime: once (the latest, the default), skip (none older than 1m) or all (each)")
+	f.BoolVar(&paused, "paused", false, "store the schedule paused (with --keep-state: only when it creates it)")
+	f.BoolVar(&keepState, "keep-state", false,
+		"declare: an existing schedule keeps its paused flag, skip record and, with the same rule, next fire")
 	f.Float64Var(&priority, "priority", 0, "priority of every fire")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "claims before a fire fails, 1 to 10000 (default 3)")
 	f.DurationVar(&attemptTimeout, "attempt-timeout", 0, "bound one running attempt of a fire (default none)")
@@ -154,6 +164,20 @@ func scheduleJSON(sc *lakeshore.Schedule) map[string]any {
 	}
 	if sc.LastID != "" {
 		out["last_id"] = sc.LastID
+	}
+	// The options of every fire, when set (the HTTP API's names), so what --priority,
+	// --max-attempts and --attempt-timeout stored can be read back.
+	if sc.Priority != 0 {
+		out["priority"] = sc.Priority
+	}
+	if sc.MaxAttempts != 0 {
+		out["max_attempts"] = sc.MaxAttempts
+	}
+	if sc.AttemptTimeout != 0 {
+		out["attempt_timeout"] = sc.AttemptTimeout.Seconds()
+	}
+	if len(sc.Metadata) > 0 {
+		out["metadata"] = sc.Metadata
 	}
 	if sc.Skipped > 0 {
 		out["skipped"] = sc.Skipped

@@ -89,3 +89,57 @@ func TestScheduleVerbs(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleAddKeepState: a deploy script that declares its schedule at every release
+// (`schedule add … --keep-state`, what Python's @lakeshore.schedule does at import) keeps an
+// operator's pause and, with the same rule, the next fire; a plain add replaces it all and
+// resumes it. Before, the CLI had no --keep-state: every re-run of the deploy's `schedule add`
+// undid the pause. `schedule list --json` shows the options of every fire that were set.
+func TestScheduleAddKeepState(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]*cli{"embedded": newCLI(t), "http": newHTTPCLI(t)} {
+		t.Run(name, func(t *testing.T) {
+			c.t = t
+			listed := func() map[string]any {
+				var list []map[string]any
+				require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "schedule", "list")), &list))
+				require.Len(t, list, 1)
+				return list[0]
+			}
+			// Created by the declaration: --paused applies.
+			require.Equal(t, "schedule nightly (0 3 * * * (Europe/Paris)) to eval: paused",
+				c.ok("schedule", "add", "nightly", "0 3 * * *", "--queue", "eval", "--time-zone", "Europe/Paris",
+					"--keep-state", "--paused"))
+			require.Equal(t, "resumed nightly", strings.SplitN(c.ok("schedule", "resume", "nightly"), ":", 2)[0])
+			next := listed()["next_fire"]
+			require.NotNil(t, next)
+
+			// Declared again with a new payload and options: not paused (the stored flag wins
+			// over --paused), the same next fire, the new payload and options.
+			c.ok("schedule", "add", "nightly", "0 3 * * *", "--queue", "eval", "--time-zone", "Europe/Paris",
+				"--keep-state", "--paused", "--payload", `{"suite": "full"}`, "--priority", "2", "--max-attempts", "5",
+				"--attempt-timeout", "90s")
+			got := listed()
+			require.Equal(t, false, got["paused"])
+			require.Equal(t, next, got["next_fire"])
+			require.Equal(t, map[string]any{"suite": "full"}, got["payload"])
+			require.Equal(t, 2.0, got["priority"])
+			require.Equal(t, 5.0, got["max_attempts"])
+			require.Equal(t, 90.0, got["attempt_timeout"])
+
+			// The operator pauses it; the next release's declaration keeps the pause.
+			c.ok("schedule", "pause", "nightly")
+			require.Equal(t, "schedule nightly (0 3 * * * (Europe/Paris)) to eval: paused",
+				c.ok("schedule", "add", "nightly", "0 3 * * *", "--queue", "eval", "--time-zone", "Europe/Paris",
+					"--keep-state"))
+			require.Equal(t, true, listed()["paused"])
+
+			// A plain add replaces it all: resumed.
+			require.True(t, strings.HasPrefix(c.ok("schedule", "add", "nightly", "0 3 * * *", "--queue", "eval",
+				"--time-zone", "Europe/Paris"), "schedule nightly (0 3 * * * (Europe/Paris)) to eval: next fire "))
+			got = listed()
+			require.Equal(t, false, got["paused"])
+			require.NotContains(t, got, "priority")
+		})
+	}
+}

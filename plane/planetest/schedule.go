@@ -526,6 +526,10 @@ func testSchedules(t *testing.T, s *suite) {
 			"bad catch-up":     {Name: "x", Every: time.Minute, CatchUp: "sometimes"},
 			"bad name":         {Name: "no spaces", Every: time.Minute},
 			"negative tries":   {Name: "x", Every: time.Minute, MaxAttempts: -1},
+			// The plane sets these on every fire: a value given here was replaced without a
+			// word (a new user's trial, metadata {"schedule": "nightly-eval"}).
+			"fire's name key": {Name: "x", Every: time.Minute, Metadata: map[string]string{"schedule": "nightly-eval"}},
+			"fire's tick key": {Name: "x", Every: time.Minute, Metadata: map[string]string{"team": "a", "schedule_tick": "t"}},
 		} {
 			sc.Namespace, sc.Queue = b.ns, b.q
 			_, err := b.drv.ScheduleSet(b.ctx, &sc)

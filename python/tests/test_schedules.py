@@ -73,6 +73,12 @@ def test_schedule_invalid(every_plane: HttpDispatch, qname: str) -> None:
         with pytest.raises(InvalidError, match="invalid max_attempts .*use 1 to 10000 attempts") as e:
             set_schedule(qname, qname, every=60, max_attempts=bad, dispatch=d)  # type: ignore[arg-type]
         assert e.value.field == "max_attempts"
+    # The plane sets "schedule" and "schedule_tick" on every fire: metadata holding either
+    # is refused, not stored and silently replaced at each fire (before 2026-12-07).
+    for key in ("schedule", "schedule_tick"):
+        with pytest.raises(InvalidError, match=f'invalid metadata key "{key}": .*set on every fire') as e:
+            set_schedule(qname, qname, every=60, metadata={"team": "a", key: "x"}, dispatch=d)
+        assert e.value.field == "metadata key"
     assert not [s for s in schedules(d.namespace, dispatch=d) if s.name == qname]
 
 
