@@ -1023,6 +1023,25 @@ func TestSupervisorLaunchErrorHidesJSONEscapedSecrets(t *testing.T) {
 // namespaces only, within one), and q, wanting no worker, had the supervisor stop the
 // victim's worker as idle.
 func TestSupervisorStopsNoLaunchOfAnotherQueue(t *testing.T) {
+	stopsNoLaunchOfAnotherQueue(t, nil)
+}
+
+// TestSupervisorMatchesUnlabelledLaunchOnlyToItsOwnRecord: a provider whose List leaves a
+// launch's namespace and queue empty (an exec program may; here the local provider with
+// both cleared from its listing) does not say whose the launch is, so a registered worker
+// naming its id counts as it only in the queue this supervisor launched it for (the record
+// of its own launch, which knows the queue), never by the id alone. A registration in
+// team-a/q naming the id of team-b/victim's launch (or team-a/victim's) does not count, and
+// q, wanting no worker, stops nothing. On the old code the empty namespace and queue were
+// left unchecked: the victim's worker was stopped as q's idle one.
+func TestSupervisorMatchesUnlabelledLaunchOnlyToItsOwnRecord(t *testing.T) {
+	stopsNoLaunchOfAnotherQueue(t, func(p provider.Provider) provider.Provider { return unlabelled{p} })
+}
+
+// stopsNoLaunchOfAnotherQueue is the rig of the two tests above: the victim's queue keeps
+// one worker launched by the local provider (seen through wrap, when not nil); a worker
+// registered in team-a/q names that launch's id; q, wanting no worker, must stop nothing.
+func stopsNoLaunchOfAnotherQueue(t *testing.T, wrap func(provider.Provider) provider.Provider) {
 	for _, victimNamespace := range []string{"team-b", "team-a"} {
 		t.Run(victimNamespace+"/victim", func(t *testing.T) {
 			r := newRig(t)
@@ -1037,7 +1056,13 @@ func TestSupervisorStopsNoLaunchOfAnotherQueue(t *testing.T) {
 			setIn(victimNamespace, "victim", plane.LaunchPolicy{MinWorkers: 1, RegisterTimeout: time.Hour, Command: command})
 			setIn("team-a", "q", plane.LaunchPolicy{IdleTimeout: time.Second, Cooldown: time.Millisecond, Command: command})
 			reg, logs := prometheus.NewRegistry(), &logBuffer{}
-			s := r.supervisor(reg, logs, nil)
+			var configure func(*provider.SupervisorConfig)
+			if wrap != nil {
+				configure = func(c *provider.SupervisorConfig) {
+					c.Resolve = func(string) (provider.Provider, error) { return wrap(r.local), nil }
+				}
+			}
+			s := r.supervisor(reg, logs, configure)
 			r.tick(s)
 			ids := r.launches()
 			if len(ids) != 1 {
@@ -1052,54 +1077,6 @@ func TestSupervisorStopsNoLaunchOfAnotherQueue(t *testing.T) {
 			r.tick(s)
 			if n := metrictest.Sum(t, reg, "lakeshore_provider_stops_total"); n != 0 {
 				t.Fatalf("stops_total = %v; team-a/q's registration had the victim's launch stopped\n%s", n, logs.String())
-			}
-			if got := r.launches(); len(got) != 1 || got[0] != ids[0] {
-				t.Fatalf("launches: %v; want the victim's %s still running", got, ids[0])
-			}
-		})
-	}
-}
-
-// TestSupervisorMatchesUnlabelledLaunchOnlyToItsOwnRecord: a provider whose List leaves a
-// launch's namespace and queue empty (an exec program may; here the local provider with
-// both cleared from its listing) does not say whose the launch is, so a registered worker
-// naming its id counts as it only in the queue this supervisor launched it for (the record
-// of its own launch, which knows the queue), never by the id alone. A registration in
-// team-a/q naming the id of team-b/victim's launch (or team-a/victim's) does not count, and
-// q, wanting no worker, stops nothing. On the old code the empty namespace and queue were
-// left unchecked: the victim's worker was stopped as q's idle one.
-func TestSupervisorMatchesUnlabelledLaunchOnlyToItsOwnRecord(t *testing.T) {
-	for _, victimNamespace := range []string{"team-b", "team-a"} {
-		t.Run(victimNamespace+"/victim", func(t *testing.T) {
-			r := newRig(t)
-			setIn := func(ns, queue string, policy plane.LaunchPolicy) {
-				t.Helper()
-				if err := r.drv.QueueProviderSet(t.Context(), &plane.ProviderParams{Namespace: ns, Queue: queue,
-					Provider: plane.ProviderRef{Name: plane.ProviderLocal, Policy: policy}}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			command := []string{"sh", "-c", "while :; do sleep 0.05; done"}
-			setIn(victimNamespace, "victim", plane.LaunchPolicy{MinWorkers: 1, RegisterTimeout: time.Hour, Command: command})
-			setIn("team-a", "q", plane.LaunchPolicy{IdleTimeout: time.Second, Cooldown: time.Millisecond, Command: command})
-			reg, logs := prometheus.NewRegistry(), &logBuffer{}
-			s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) {
-				c.Resolve = func(string) (provider.Provider, error) { return unlabelled{r.local}, nil }
-			})
-			r.tick(s)
-			ids := r.launches()
-			if len(ids) != 1 {
-				t.Fatalf("launches: %v; want the victim's minimum, 1", ids)
-			}
-			now := r.clock.Now()
-			if err := r.drv.WorkerRegister(t.Context(), &plane.WorkerInfo{ID: "impostor", Namespace: "team-a", Host: "h", PID: 1,
-				Queues: []string{"q"}, StartedAt: now, Provider: plane.ProviderLocal, LaunchID: ids[0], IdleSince: now.Add(-time.Minute)}); err != nil {
-				t.Fatal(err)
-			}
-			r.clock.add(10 * time.Millisecond)
-			r.tick(s)
-			if n := metrictest.Sum(t, reg, "lakeshore_provider_stops_total"); n != 0 {
-				t.Fatalf("stops_total = %v; team-a/q's registration had the victim's unlabelled launch stopped\n%s", n, logs.String())
 			}
 			if got := r.launches(); len(got) != 1 || got[0] != ids[0] {
 				t.Fatalf("launches: %v; want the victim's %s still running", got, ids[0])
