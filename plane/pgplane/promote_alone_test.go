@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
@@ -47,16 +48,7 @@ func TestClaimHoldsNoPromotedCounterRow(t *testing.T) {
 			unkeyed := submitOne(t, d, plane.SubmitParams{})
 			delayed := submitOne(t, d, plane.SubmitParams{ConcurrencyKey: "kb", Delay: time.Hour})
 
-			// Every counts row of the queue exists, and another transaction holds them all.
-			_, err = conn.Exec(ctx, `INSERT INTO lakeshore.counts (namespace, queue, state, priority, shard, n)
-				SELECT 'default', 'q', s, 0, sh, 0 FROM generate_series(-3, 6) AS s, generate_series(0, $1::int - 1) AS sh
-				ON CONFLICT DO NOTHING`, shards)
-			require.NoError(t, err)
-			other, err := conn.Begin(ctx)
-			require.NoError(t, err)
-			defer other.Rollback(context.Background())
-			_, err = other.Exec(ctx, `SELECT 1 FROM lakeshore.counts WHERE namespace = 'default' AND queue = 'q' FOR UPDATE`)
-			require.NoError(t, err)
+			other := holdCounts(t, conn)
 
 			offset.Store(int64(2 * time.Hour)) // the delayed job is due, not yet promoted
 			type result struct {
@@ -68,19 +60,9 @@ func TestClaimHoldsNoPromotedCounterRow(t *testing.T) {
 				jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1, Offers: c.offers})
 				done <- result{jobs, err}
 			}()
-			require.Eventually(t, func() bool {
-				var waiting bool
-				err := watch.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()
-					AND wait_event_type = 'Lock' AND query LIKE '%INTO "lakeshore".counts%'`).Scan(&waiting)
-				return err == nil && waiting
-			}, 10*time.Second, time.Millisecond, "the claim waits at its commit for the counts rows")
-
+			waitForCounts(t, watch, "the claim waits at its commit for the counts rows")
 			// kb's counter row: counted by the promote, not held by the claim still open.
-			var queued, run int64
-			err = watch.QueryRow(ctx, `SELECT queued, running FROM lakeshore.concurrency_keys
-				WHERE namespace = 'default' AND queue = 'q' AND concurrency_key = 'kb' FOR UPDATE NOWAIT`).Scan(&queued, &run)
-			require.NoError(t, err, "the claim's transaction holds kb's counter row")
-			require.Equal(t, [2]int64{1, 1}, [2]int64{queued, run}, "kb counts its promoted job (committed) and its running one")
+			requireKeyRowFree(t, watch, "the claim's transaction holds kb's counter row")
 
 			require.NoError(t, other.Rollback(ctx))
 			r := <-done
@@ -120,15 +102,7 @@ func TestMaintenancePromoteHandsNothingOff(t *testing.T) {
 	submitOne(t, d, plane.SubmitParams{ConcurrencyKey: "kb", Delay: time.Hour})
 	unkeyed := submitOne(t, d, plane.SubmitParams{Delay: time.Hour})
 
-	_, err = conn.Exec(ctx, `INSERT INTO lakeshore.counts (namespace, queue, state, priority, shard, n)
-		SELECT 'default', 'q', s, 0, sh, 0 FROM generate_series(-3, 6) AS s, generate_series(0, $1::int - 1) AS sh
-		ON CONFLICT DO NOTHING`, shards)
-	require.NoError(t, err)
-	other, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	defer other.Rollback(context.Background())
-	_, err = other.Exec(ctx, `SELECT 1 FROM lakeshore.counts WHERE namespace = 'default' AND queue = 'q' FOR UPDATE`)
-	require.NoError(t, err)
+	other := holdCounts(t, conn)
 
 	type result struct {
 		jobs []*plane.Job
@@ -145,22 +119,58 @@ func TestMaintenancePromoteHandsNothingOff(t *testing.T) {
 		return parked > 0
 	}, 10*time.Second, time.Millisecond, "the claimer parks")
 	offset.Store(int64(2 * time.Hour)) // both delayed jobs are due: maintenance promotes them
-	require.Eventually(t, func() bool {
-		var waiting bool
-		err := watch.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()
-			AND wait_event_type = 'Lock' AND query LIKE '%INTO "lakeshore".counts%'`).Scan(&waiting)
-		return err == nil && waiting
-	}, 10*time.Second, time.Millisecond, "the unkeyed job's start waits at its commit for the counts rows")
-
-	var queued, run int64
-	err = watch.QueryRow(ctx, `SELECT queued, running FROM lakeshore.concurrency_keys
-		WHERE namespace = 'default' AND queue = 'q' AND concurrency_key = 'kb' FOR UPDATE NOWAIT`).Scan(&queued, &run)
-	require.NoError(t, err, "the transaction starting the unkeyed job holds kb's counter row")
-	require.Equal(t, [2]int64{1, 1}, [2]int64{queued, run}, "kb counts its promoted job (committed) and its running one")
+	waitForCounts(t, watch, "the unkeyed job's start waits at its commit for the counts rows")
+	requireKeyRowFree(t, watch, "the transaction starting the unkeyed job holds kb's counter row")
 
 	require.NoError(t, other.Rollback(ctx))
 	r := <-done
 	require.NoError(t, r.err)
 	require.Len(t, r.jobs, 1)
 	require.Equal(t, unkeyed, r.jobs[0].ID)
+}
+
+// holdCounts locks every counts row of default/q (priority 0, every state and shard) in a
+// transaction of conn's, rolled back at the test's end: a transaction of the plane that
+// starts a job there then waits at its commit, holding what it locked until then. One
+// statement inside the holding transaction inserts the missing rows and locks the ones
+// there (ON CONFLICT DO UPDATE locks the row it meets): inserted and committed first, a row
+// of n = 0 could be deleted by maintenance's trim (MaintenanceInterval 10 ms in
+// TestMaintenancePromoteHandsNothingOff) before the lock was taken, and the plane's start
+// then wrote a new row without waiting (1 run in ~10 did).
+func holdCounts(t *testing.T, conn *pgx.Conn) pgx.Tx {
+	t.Helper()
+	ctx := t.Context()
+	other, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { other.Rollback(context.Background()) })
+	_, err = other.Exec(ctx, `INSERT INTO lakeshore.counts (namespace, queue, state, priority, shard, n)
+		SELECT 'default', 'q', s, 0, sh, 0 FROM generate_series(-3, 6) AS s, generate_series(0, $1::int - 1) AS sh
+		ON CONFLICT (namespace, queue, state, priority, shard) DO UPDATE SET n = counts.n`, shards)
+	require.NoError(t, err)
+	_, err = other.Exec(ctx, `SELECT 1 FROM lakeshore.counts WHERE namespace = 'default' AND queue = 'q' FOR UPDATE`)
+	require.NoError(t, err)
+	return other
+}
+
+// waitForCounts waits until a session of the database waits for a lock in its counts
+// statement (the plane's transaction, at its commit, behind holdCounts).
+func waitForCounts(t *testing.T, watch *pgx.Conn, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := watch.QueryRow(t.Context(), `SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%INTO "lakeshore".counts%'`).Scan(&waiting)
+		return err == nil && waiting
+	}, 10*time.Second, time.Millisecond, what)
+}
+
+// requireKeyRowFree requires key kb's counter row of default/q free (FOR UPDATE NOWAIT)
+// and counting one queued job (the promoted one, committed) and one running.
+func requireKeyRowFree(t *testing.T, watch *pgx.Conn, held string) {
+	t.Helper()
+	var queued, run int64
+	err := watch.QueryRow(t.Context(), `SELECT queued, running FROM lakeshore.concurrency_keys
+		WHERE namespace = 'default' AND queue = 'q' AND concurrency_key = 'kb' FOR UPDATE NOWAIT`).Scan(&queued, &run)
+	require.NoError(t, err, held)
+	require.Equal(t, [2]int64{1, 1}, [2]int64{queued, run}, "kb counts its promoted job (committed) and its running one")
 }
