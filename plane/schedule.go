@@ -85,15 +85,31 @@ type ScheduleListParams struct {
 	// a namespace the pattern does not match (a scoped token's listing,
 	// server/schedules.go). The HTTP plane filters each page the server answers.
 	NamespaceMatch string
+	// QueueMatch, when set, lists only the schedules whose queue it matches (a path.Match
+	// pattern, a token's queue: "q1", "train-*"), as NamespaceMatch does for namespaces: the
+	// SQL planes fill the page with matching schedules only and Next names the last of
+	// them, so a page and its cursor say nothing of another queue's schedules (a token
+	// scoped to one queue of a namespace). Schedules are not ordered by queue: the planes
+	// read every row of the namespaces listed to fill a page.
+	QueueMatch string
 }
 
-// MatchesNamespace reports whether namespace is one p lists by NamespaceMatch ("": every
-// namespace).
-func (p *ScheduleListParams) MatchesNamespace(namespace string) bool {
-	if p.NamespaceMatch == "" {
+// Matches reports whether p lists schedule s by NamespaceMatch and QueueMatch ("": every
+// namespace, every queue).
+func (p *ScheduleListParams) Matches(s *Schedule) bool {
+	return patternMatches(p.NamespaceMatch, s.Namespace) && patternMatches(p.QueueMatch, s.Queue)
+}
+
+// Filtered reports whether p lists fewer schedules than its bounds hold (NamespaceMatch or
+// QueueMatch set): a page is then filled by reading on.
+func (p *ScheduleListParams) Filtered() bool { return p.NamespaceMatch != "" || p.QueueMatch != "" }
+
+// patternMatches reports whether name matches pattern, a path.Match pattern ("": any).
+func patternMatches(pattern, name string) bool {
+	if pattern == "" {
 		return true
 	}
-	ok, err := path.Match(p.NamespaceMatch, namespace)
+	ok, err := path.Match(pattern, name)
 	return err == nil && ok
 }
 
@@ -141,9 +157,14 @@ func (p *ScheduleListParams) Validate() (limit int, afterNamespace, afterName st
 		}
 		afterNamespace, afterName = ns, name
 	}
-	if p.NamespaceMatch != "" {
-		if _, err := path.Match(p.NamespaceMatch, ""); err != nil || len(p.NamespaceMatch) > 256 {
-			return 0, "", "", Invalid("namespace_match", p.NamespaceMatch, "use a path.Match pattern of at most 256 bytes (team-*)")
+	for _, m := range []struct{ field, pattern, example string }{
+		{"namespace_match", p.NamespaceMatch, "team-*"}, {"queue_match", p.QueueMatch, "train-*"},
+	} {
+		if m.pattern == "" {
+			continue
+		}
+		if _, err := path.Match(m.pattern, ""); err != nil || len(m.pattern) > 256 {
+			return 0, "", "", Invalid(m.field, m.pattern, "use a path.Match pattern of at most 256 bytes ("+m.example+")")
 		}
 	}
 	if p.Limit < 0 || p.Limit > ListLimitMax {

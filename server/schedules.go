@@ -227,6 +227,11 @@ func (s *Server) handleScheduleList(w http.ResponseWriter, r *http.Request, p *p
 		case params.Namespace == "" && p.tok != nil:
 			params.NamespaceMatch = p.tok.Namespace
 		}
+		// Within a namespace the same holds of queues: a token scoped to some queues reads
+		// only their schedules (before, a team-a/q1 token's cursor counted team-a/q2's).
+		if p.tok != nil && p.tok.Queue != "*" {
+			params.QueueMatch = p.tok.Queue
+		}
 	}
 	for range scheduleListPages {
 		page, err := s.drv.ScheduleList(r.Context(), params)

@@ -169,7 +169,9 @@ func TestScheduleListPages(t *testing.T) {
 	require.Equal(t, want, got, "q1's schedules once each, in order")
 	got, pages := follow(scoped, 1)
 	require.Equal(t, want, got)
-	require.Greater(t, pages, len(want), "a page of the 40 q2 schedules is answered empty, with a cursor")
+	// The plane fills a q1 token's page with q1's schedules only (QueueMatch): no page of
+	// the 40 q2 schedules is answered, empty or not, and the last page has no cursor.
+	require.Equal(t, len(want), pages, "a page per q1 schedule, none of q2's")
 	got, pages = follow(adminSecret, 10)
 	require.Equal(t, all, got)
 	require.Equal(t, 5, pages)
@@ -203,6 +205,8 @@ func TestScheduleListCursorHidesOthers(t *testing.T) {
 	require.Equal(t, 200, r.status, "%s", r.body)
 	r = b.doJSON(t, "PUT", "/v1/namespaces/team-a/schedules/visible", map[string]any{"queue": "q1", "every": 60}, adminSecret)
 	require.Equal(t, 200, r.status, "%s", r.body)
+	r = b.doJSON(t, "PUT", "/v1/namespaces/team-a/schedules/visible2", map[string]any{"queue": "q1", "every": 60}, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
 	teamB, _ := b.mint(t, "team-b", "*", 0, plane.PermissionRead)
 	q1, _ := b.mint(t, "team-a", "q1", 0, plane.PermissionRead)
 	follow := func(token, query string) (names []string) {
@@ -226,9 +230,9 @@ func TestScheduleListCursorHidesOthers(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"team-b/mine"}, follow(teamB, ""))
-	require.Equal(t, []string{"team-a/visible"}, follow(q1, "namespace=team-a"))
+	require.Equal(t, []string{"team-a/visible", "team-a/visible2"}, follow(q1, "namespace=team-a"))
 
-	r = b.doJSON(t, "GET", "/v1/schedules?limit=1&namespace=team-a", nil, q1) // past the hidden ones: a sealed cursor
+	r = b.doJSON(t, "GET", "/v1/schedules?limit=1&namespace=team-a", nil, q1) // visible, then a sealed cursor
 	var page api.SchedulesResponse
 	require.NoError(t, json.Unmarshal(r.body, &page))
 	require.NotEmpty(t, page.Next)
@@ -346,4 +350,55 @@ func TestScheduleListOfGlobTokenTellsNothingOfOtherNamespaces(t *testing.T) {
 	}
 	require.Equal(t, beforeAC, pages(ac), "team-[ac]: the same pages whatever team-b holds")
 	require.Len(t, pages(star), 23, "team-* covers team-b")
+}
+
+// TestScheduleListOfQueueTokenTellsNothingOfOtherQueues: within its namespace a token scoped
+// to some queues (team-a/q1, team-a/q[13]) lists the same pages, cursors included, whatever
+// the namespace's other queues hold. Before, the listing read the namespace's schedules and
+// skipped the other queues' ones after reading them, and a page that read
+// scheduleListPages plane pages without filling answered a cursor: following it counted the
+// schedules of team-a/q2.
+func TestScheduleListOfQueueTokenTellsNothingOfOtherQueues(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	q1, _ := b.mint(t, "team-a", "q1", 0, plane.PermissionRead)
+	q13, _ := b.mint(t, "team-a", "q[13]", 0, plane.PermissionRead)
+	put := func(queue, name string) {
+		t.Helper()
+		r := b.doJSON(t, "PUT", "/v1/namespaces/team-a/schedules/"+name, map[string]any{"queue": queue, "every": 60}, adminSecret)
+		require.Equal(t, 200, r.status, "%s", r.body)
+	}
+	put("q1", "a1")
+	put("q1", "z1")
+	put("q3", "z3")
+	pages := func(token string) []string {
+		t.Helper()
+		var out []string
+		after := ""
+		for range 100 {
+			r := b.doJSON(t, "GET", "/v1/schedules?limit=1&after="+url.QueryEscape(after), nil, token)
+			require.Equal(t, 200, r.status, "%s", r.body)
+			var page api.SchedulesResponse
+			require.NoError(t, json.Unmarshal(r.body, &page))
+			line := ""
+			for _, sc := range page.Schedules {
+				line += sc.Queue + "/" + sc.Name + " "
+			}
+			out = append(out, line+fmt.Sprintf("next=%t", page.Next != ""))
+			if page.Next == "" {
+				return out
+			}
+			after = page.Next
+		}
+		t.Fatal("the cursor never ends")
+		return nil
+	}
+	before1, before13 := pages(q1), pages(q13)
+	require.Equal(t, []string{"q1/a1 next=true", "q1/z1 next=false"}, before1)
+	require.Equal(t, []string{"q1/a1 next=true", "q1/z1 next=true", "q3/z3 next=false"}, before13)
+	for i := range 20 { // between a1 and z1 in name order, on another queue
+		put("q2", fmt.Sprintf("m%02d", i))
+	}
+	require.Equal(t, before1, pages(q1), "team-a/q1: the same pages whatever q2 holds")
+	require.Equal(t, before13, pages(q13), "team-a/q[13]: the same pages whatever q2 holds")
 }

@@ -138,7 +138,7 @@ func CapCount(t Tx, st *Statements, key, count string, args ...any) (int64, erro
 
 // ScheduleList implements plane.Driver: one page, read with one more row than the limit to
 // know whether another page follows. With NamespaceMatch it reads only the namespaces
-// starting with the pattern's literal prefix, and keeps the rows the pattern matches,
+// starting with the pattern's literal prefix; with it or QueueMatch it keeps the rows they match,
 // reading on until the page holds limit of them and one more shows a next page (or the
 // rows end): its page and cursor depend on the matched namespaces only.
 func (v Verbs) ScheduleList(ctx context.Context, params *plane.ScheduleListParams) (*plane.SchedulePage, error) {
@@ -172,7 +172,7 @@ func (v Verbs) ScheduleList(ctx context.Context, params *plane.ScheduleListParam
 				return nil, err
 			}
 			afterNamespace, afterName = s.Namespace, s.Name
-			if !params.MatchesNamespace(s.Namespace) {
+			if !params.Matches(s) {
 				continue
 			}
 			if len(page.Schedules) == limit {
@@ -182,7 +182,7 @@ func (v Verbs) ScheduleList(ctx context.Context, params *plane.ScheduleListParam
 			}
 			page.Schedules = append(page.Schedules, *s)
 		}
-		if len(rows) <= limit || params.NamespaceMatch == "" {
+		if len(rows) <= limit || !params.Filtered() {
 			return page, nil
 		}
 	}

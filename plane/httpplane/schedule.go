@@ -36,7 +36,7 @@ func (d *Driver) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Sch
 // ScheduleList implements plane.Driver: GET /v1/schedules with the namespace, name,
 // cursor and limit. Through a scoped token a page holds only the schedules of the queues
 // the token covers (possibly fewer than the limit, with a cursor to go on). NamespaceMatch
-// is applied here, to each page the server answers (fewer than the limit, with a cursor).
+// and QueueMatch are applied here, to each page the server answers (fewer than the limit, with a cursor).
 func (d *Driver) ScheduleList(ctx context.Context, params *plane.ScheduleListParams) (*plane.SchedulePage, error) {
 	if _, _, _, err := params.Validate(); err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func (d *Driver) ScheduleList(ctx context.Context, params *plane.ScheduleListPar
 	}
 	page := &plane.SchedulePage{Schedules: make([]plane.Schedule, 0, len(out.Schedules)), Next: out.Next}
 	for i := range out.Schedules {
-		if sc := out.Schedules[i].Plane(); params.MatchesNamespace(sc.Namespace) {
+		if sc := out.Schedules[i].Plane(); params.Matches(sc) {
 			page.Schedules = append(page.Schedules, *sc)
 		}
 	}

@@ -2,6 +2,7 @@ package planetest
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -444,6 +445,39 @@ func testSchedules(t *testing.T, s *suite) {
 		}
 		_, err := b.drv.ScheduleList(b.ctx, &plane.ScheduleListParams{NamespaceMatch: "nm-["})
 		requireInvalid(t, err, "namespace_match")
+	})
+
+	t.Run("ListQueueMatch", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		for i, queue := range []string{"qm-1", "qm-2", "qm-3", "other", "qm-1"} {
+			_, err := b.drv.ScheduleSet(b.ctx, &plane.Schedule{Namespace: b.ns, Name: "s" + strconv.Itoa(i), Queue: queue, Every: time.Minute})
+			must(t, err, "set")
+		}
+		for pattern, want := range map[string][]string{
+			"qm-1":     {"qm-1/s0", "qm-1/s4"},
+			"qm-[13]":  {"qm-1/s0", "qm-3/s2", "qm-1/s4"},
+			"qm-*":     {"qm-1/s0", "qm-2/s1", "qm-3/s2", "qm-1/s4"},
+			"nothing*": nil,
+		} {
+			var got []string
+			params := plane.ScheduleListParams{Namespace: b.ns, QueueMatch: pattern, Limit: 1}
+			for pages := 0; ; pages++ {
+				require.Less(t, pages, 20, "the cursor moves on")
+				page, err := b.drv.ScheduleList(b.ctx, &params)
+				must(t, err, "list")
+				for _, sc := range page.Schedules {
+					got = append(got, sc.Queue+"/"+sc.Name)
+				}
+				if page.Next == "" {
+					break
+				}
+				params.After = page.Next
+			}
+			require.Equal(t, want, got, "%s: every schedule of the queues it matches, once, in order", pattern)
+		}
+		_, err := b.drv.ScheduleList(b.ctx, &plane.ScheduleListParams{QueueMatch: "qm-["})
+		requireInvalid(t, err, "queue_match")
 	})
 
 	t.Run("ListPages", func(t *testing.T) {
