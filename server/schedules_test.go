@@ -314,29 +314,8 @@ func TestScheduleListOfGlobTokenTellsNothingOfOtherNamespaces(t *testing.T) {
 	put("team-a", "m1")
 	put("team-a", "m2")
 	put("team-c", "m3")
-	// pages lists everything token sees, limit 1 a page, following the cursors: each page's
-	// names and whether it had a cursor.
 	pages := func(token string) []string {
-		t.Helper()
-		var out []string
-		after := ""
-		for range 100 {
-			r := b.doJSON(t, "GET", "/v1/schedules?limit=1&after="+url.QueryEscape(after), nil, token)
-			require.Equal(t, 200, r.status, "%s", r.body)
-			var page api.SchedulesResponse
-			require.NoError(t, json.Unmarshal(r.body, &page))
-			line := ""
-			for _, sc := range page.Schedules {
-				line += sc.Namespace + "/" + sc.Name + " "
-			}
-			out = append(out, line+fmt.Sprintf("next=%t", page.Next != ""))
-			if page.Next == "" {
-				return out
-			}
-			after = page.Next
-		}
-		t.Fatal("the cursor never ends")
-		return nil
+		return schedulePages(t, b, token, func(sc api.Schedule) string { return sc.Namespace + "/" + sc.Name })
 	}
 	beforeStar, beforeAC := pages(star), pages(ac)
 	require.Equal(t, []string{"team-a/m1 next=true", "team-a/m2 next=true", "team-c/m3 next=false"}, beforeAC)
@@ -372,26 +351,7 @@ func TestScheduleListOfQueueTokenTellsNothingOfOtherQueues(t *testing.T) {
 	put("q1", "z1")
 	put("q3", "z3")
 	pages := func(token string) []string {
-		t.Helper()
-		var out []string
-		after := ""
-		for range 100 {
-			r := b.doJSON(t, "GET", "/v1/schedules?limit=1&after="+url.QueryEscape(after), nil, token)
-			require.Equal(t, 200, r.status, "%s", r.body)
-			var page api.SchedulesResponse
-			require.NoError(t, json.Unmarshal(r.body, &page))
-			line := ""
-			for _, sc := range page.Schedules {
-				line += sc.Queue + "/" + sc.Name + " "
-			}
-			out = append(out, line+fmt.Sprintf("next=%t", page.Next != ""))
-			if page.Next == "" {
-				return out
-			}
-			after = page.Next
-		}
-		t.Fatal("the cursor never ends")
-		return nil
+		return schedulePages(t, b, token, func(sc api.Schedule) string { return sc.Queue + "/" + sc.Name })
 	}
 	before1, before13 := pages(q1), pages(q13)
 	require.Equal(t, []string{"q1/a1 next=true", "q1/z1 next=false"}, before1)
@@ -401,4 +361,29 @@ func TestScheduleListOfQueueTokenTellsNothingOfOtherQueues(t *testing.T) {
 	}
 	require.Equal(t, before1, pages(q1), "team-a/q1: the same pages whatever q2 holds")
 	require.Equal(t, before13, pages(q13), "team-a/q[13]: the same pages whatever q2 holds")
+}
+
+// schedulePages lists every schedule token sees, limit 1 a page, following the cursors:
+// each page's schedules (as name gives them) and whether it had a cursor.
+func schedulePages(t *testing.T, b *testBundle, token string, name func(api.Schedule) string) []string {
+	t.Helper()
+	var out []string
+	after := ""
+	for range 100 {
+		r := b.doJSON(t, "GET", "/v1/schedules?limit=1&after="+url.QueryEscape(after), nil, token)
+		require.Equal(t, 200, r.status, "%s", r.body)
+		var page api.SchedulesResponse
+		require.NoError(t, json.Unmarshal(r.body, &page))
+		line := ""
+		for _, sc := range page.Schedules {
+			line += name(sc) + " "
+		}
+		out = append(out, line+fmt.Sprintf("next=%t", page.Next != ""))
+		if page.Next == "" {
+			return out
+		}
+		after = page.Next
+	}
+	t.Fatal("the cursor never ends")
+	return nil
 }

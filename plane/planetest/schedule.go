@@ -427,20 +427,8 @@ func testSchedules(t *testing.T, s *suite) {
 			"*z":      {"zz/s1", "zz/s2"},
 			"none-*":  nil,
 		} {
-			var got []string
-			params := plane.ScheduleListParams{NamespaceMatch: pattern, Limit: 1}
-			for pages := 0; ; pages++ {
-				require.Less(t, pages, 20, "the cursor moves on")
-				page, err := b.drv.ScheduleList(b.ctx, &params)
-				must(t, err, "list")
-				for _, sc := range page.Schedules {
-					got = append(got, sc.Namespace+"/"+sc.Name)
-				}
-				if page.Next == "" {
-					break
-				}
-				params.After = page.Next
-			}
+			got := listPages(t, b, plane.ScheduleListParams{NamespaceMatch: pattern, Limit: 1},
+				func(sc *plane.Schedule) string { return sc.Namespace + "/" + sc.Name })
 			require.Equal(t, want, got, "%s: every schedule of the namespaces it matches, once, in order", pattern)
 		}
 		_, err := b.drv.ScheduleList(b.ctx, &plane.ScheduleListParams{NamespaceMatch: "nm-["})
@@ -460,20 +448,8 @@ func testSchedules(t *testing.T, s *suite) {
 			"qm-*":     {"qm-1/s0", "qm-2/s1", "qm-3/s2", "qm-1/s4"},
 			"nothing*": nil,
 		} {
-			var got []string
-			params := plane.ScheduleListParams{Namespace: b.ns, QueueMatch: pattern, Limit: 1}
-			for pages := 0; ; pages++ {
-				require.Less(t, pages, 20, "the cursor moves on")
-				page, err := b.drv.ScheduleList(b.ctx, &params)
-				must(t, err, "list")
-				for _, sc := range page.Schedules {
-					got = append(got, sc.Queue+"/"+sc.Name)
-				}
-				if page.Next == "" {
-					break
-				}
-				params.After = page.Next
-			}
+			got := listPages(t, b, plane.ScheduleListParams{Namespace: b.ns, QueueMatch: pattern, Limit: 1},
+				func(sc *plane.Schedule) string { return sc.Queue + "/" + sc.Name })
 			require.Equal(t, want, got, "%s: every schedule of the queues it matches, once, in order", pattern)
 		}
 		_, err := b.drv.ScheduleList(b.ctx, &plane.ScheduleListParams{QueueMatch: "qm-["})
@@ -573,4 +549,23 @@ func testSchedules(t *testing.T, s *suite) {
 		must(t, err, "list")
 		require.Empty(t, list, "nothing stored on error")
 	})
+}
+
+// listPages follows params's pages to the end (at most 20) and answers every schedule
+// listed, as name gives it, in order.
+func listPages(t *testing.T, b *bundle, params plane.ScheduleListParams, name func(*plane.Schedule) string) []string {
+	t.Helper()
+	var got []string
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 20, "the cursor moves on")
+		page, err := b.drv.ScheduleList(b.ctx, &params)
+		must(t, err, "list")
+		for i := range page.Schedules {
+			got = append(got, name(&page.Schedules[i]))
+		}
+		if page.Next == "" {
+			return got
+		}
+		params.After = page.Next
+	}
 }
