@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -136,35 +138,44 @@ func TestServeAndTokens(t *testing.T) {
 // $LAKESHORE_HOME, named in the start log; the server does not proxy to itself.
 func TestServeDefaultTargetIgnoresURL(t *testing.T) {
 	home := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	t.Setenv("LAKESHORE_URL", "http://"+addr)
 	t.Setenv("LAKESHORE_HOME", home)
-	getenv := func(k string) string {
-		switch k {
-		case "LAKESHORE_URL":
-			return "http://" + addr
-		case "LAKESHORE_HOME":
-			return home
-		}
-		return ""
-	}
-
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	var logs syncBuffer
-	go func() {
-		done <- RunServe(ctx, &ServeOpts{Addr: addr, Ready: func(a net.Addr) { ready <- a }},
-			slog.New(slog.NewTextHandler(&logs, nil)), getenv)
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatal(err)
+	var addr string
+	// The server must listen on the address $LAKESHORE_URL names, so the address is chosen
+	// before the server binds it: a port probed free can be taken by another process in
+	// between, and the start is then tried again on another (as internal/pgtest does).
+	for attempt := 0; ; attempt++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr = ln.Addr().String()
+		require.NoError(t, ln.Close())
+		t.Setenv("LAKESHORE_URL", "http://"+addr)
+		getenv := func(k string) string {
+			switch k {
+			case "LAKESHORE_URL":
+				return "http://" + addr
+			case "LAKESHORE_HOME":
+				return home
+			}
+			return ""
+		}
+		ready := make(chan net.Addr, 1)
+		go func() {
+			done <- RunServe(ctx, &ServeOpts{Addr: addr, Ready: func(a net.Addr) { ready <- a }},
+				slog.New(slog.NewTextHandler(&logs, nil)), getenv)
+		}()
+		select {
+		case <-ready:
+		case err := <-done:
+			if errors.Is(err, syscall.EADDRINUSE) && attempt < 4 {
+				continue
+			}
+			t.Fatal(err)
+		}
+		break
 	}
 	db := filepath.Join(home, "lakeshore.db")
 	require.Contains(t, logs.String(), "target="+db, "the start log names the resolved file")
