@@ -79,8 +79,10 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // handleMetrics serves the metrics scoped to the token: a series labelled with a namespace
-// (and queue) only when p holds some permission there; series without tenant labels for
-// every token.
+// (and queue) only when p holds some permission there; a series without a namespace label
+// (the server's own: HTTP latency by route and status, long-polls open, settles by
+// outcome, frames posted, the provider supervisor's ticks and errors) only to a token that
+// covers every namespace (coversSeries), since it counts every tenant's traffic.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, p *principal) error {
 	if p.all {
 		s.metricsHandler(s.cfg.Gatherer).ServeHTTP(w, r)
@@ -111,8 +113,11 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, p *princi
 var seriesPerms = append(append([]plane.Permission(nil), anyPerms...), plane.PermissionDataPut, plane.PermissionDataRead)
 
 // coversSeries reports whether p may see a series with these labels: one without a
-// namespace label always; else when p holds any permission on its namespace (and queue,
-// when labelled).
+// namespace label only when p covers every namespace and queue (the admin token, auth off,
+// a token for "*" / "*"): such a series sums every tenant's requests, and a tenant token
+// would read another's traffic in it (its routes' counts and statuses, its frames, when
+// the operator mints tokens); else when p holds any permission on its namespace (and
+// queue, when labelled).
 func (p *principal) coversSeries(labels []*dto.LabelPair) bool {
 	var ns, q string
 	var hasNS, hasQ bool
@@ -126,7 +131,7 @@ func (p *principal) coversSeries(labels []*dto.LabelPair) bool {
 	}
 	switch {
 	case !hasNS:
-		return true
+		return !p.scoped()
 	case hasQ:
 		return p.allows(ns, q, seriesPerms...)
 	}
