@@ -82,6 +82,19 @@ def test_schedule_invalid(every_plane: HttpDispatch, qname: str) -> None:
     assert not [s for s in schedules(d.namespace, dispatch=d) if s.name == qname]
 
 
+def test_none_where_a_value_is_required_says_null(every_plane: HttpDispatch, qname: str) -> None:
+    """A None the server refuses is named null (what Python users and JSON call it), never
+    "nil": before, msgpack bodies (the SDK's) were answered "want a string, got nil", Go's
+    word leaking into a Python error."""
+    d = every_plane
+    for kw, field in (({"queue": None}, "queue"), ({"metadata": {"team": None}}, "metadata.team")):
+        args = {"queue": qname, "every": 60, "dispatch": d, **kw}
+        with pytest.raises(InvalidError, match=r"want a string, got null") as e:
+            set_schedule(qname, **args)  # type: ignore[arg-type]
+        assert e.value.field == field and "nil" not in str(e.value)
+    assert not [s for s in schedules(d.namespace, dispatch=d) if s.name == qname]
+
+
 def test_interval_schedule_fires(every_plane: HttpDispatch, qname: str) -> None:
     d = every_plane
     info = set_schedule(qname, qname, {"n": 1}, every=1, dispatch=d)
