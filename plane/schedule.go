@@ -249,7 +249,10 @@ type Schedule struct {
 	// and, when the rule (Cron, Every, TimeZone) is unchanged, its next fire, so the ticks
 	// missed meanwhile still follow CatchUp. With a changed rule the next fire is the new
 	// rule's first tick after now (none while paused). The stored row is read and written in
-	// one transaction, so a concurrent pause is never undone. Not stored.
+	// one transaction, so a concurrent pause is never undone. Not stored. A plain set (without
+	// KeepState) starts the schedule again at the first tick after now — unless the replaced
+	// schedule, not paused and of the same rule, has a tick due that maintenance has not
+	// fired yet: that tick stays the next fire (a set landing on a tick's instant fires it).
 	KeepState bool
 	// Replacing, when not nil, makes ScheduleSet conditional on what it replaces: the stored
 	// schedule of the name must be of queue *Replacing, or with "" there must be none;

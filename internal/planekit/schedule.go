@@ -71,7 +71,8 @@ func utc(t time.Time) time.Time {
 }
 
 // ScheduleSetRow is the row ScheduleSet writes for s at the plane's clock reading now:
-// the spec, and the next fire (the first tick after now; none while paused). A replaced
+// the spec, and the next fire (the first tick after now; none while paused; a replace then
+// keeps a due tick: ScheduleKeepDue). A replaced
 // schedule keeps its created time, last fire and last id (the driver's upsert leaves them).
 // Errors: *plane.InvalidError (s.Validate, or a rule with no tick ahead).
 func ScheduleSetRow(s *plane.Schedule, now time.Time) (*ScheduleRow, error) {
@@ -117,6 +118,27 @@ func ScheduleKeepRow(row *ScheduleRow, s *plane.Schedule, found *ScheduleRow, no
 			return err
 		}
 		row.NextMS = next.UnixMilli()
+	}
+	return nil
+}
+
+// ScheduleKeepDue keeps, in row (ScheduleSetRow's for a plain set of s at now), the next
+// fire of the stored schedule found when that tick is due (at or before now: maintenance
+// has not fired it yet), found is not paused, s is not paused and the rule is unchanged
+// (plane.Schedule.SameRule): a replace made at a tick's instant, or after it within the
+// maintenance interval, then fires that tick (and the ticks missed before it, by s's
+// CatchUp) instead of dropping it, which the first tick after now did. Errors: found's
+// spec unreadable.
+func ScheduleKeepDue(row *ScheduleRow, s *plane.Schedule, found *ScheduleRow, now time.Time) error {
+	if s.Paused || found.Paused || found.NextMS <= 0 || found.NextMS > now.UnixMilli() {
+		return nil
+	}
+	stored, err := found.Schedule()
+	if err != nil {
+		return err
+	}
+	if stored.SameRule(s) {
+		row.NextMS = found.NextMS
 	}
 	return nil
 }

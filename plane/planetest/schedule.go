@@ -329,6 +329,49 @@ func testSchedules(t *testing.T, s *suite) {
 		require.True(t, start.Before(b.now()))
 	})
 
+	t.Run("PlainSetKeepsDueTick", func(t *testing.T) {
+		// A plain set (no KeepState) replacing a schedule with the same rule, made at a
+		// tick's instant or after it but before maintenance fired it, keeps that due tick:
+		// it fires once, with the set's payload. Before, the set's next fire was the first
+		// tick after now, and the tick the replaced schedule owed was dropped. Not a
+		// paused one's (its ticks are skipped), nor a changed rule's (a new rule starts at
+		// its first tick after now).
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		for _, after := range []time.Duration{0, 100 * time.Millisecond} {
+			name := "due-" + strconv.Itoa(int(after.Milliseconds()))
+			set(t, b, plane.Schedule{Name: name, Every: time.Minute, Payload: []byte("old")})
+			start := b.now()
+			tick := start.Truncate(time.Minute).Add(time.Minute)
+			b.advance(tick.Sub(start) + after)
+			again := set(t, b, plane.Schedule{Name: name, Every: time.Minute, Payload: []byte("new")})
+			requireTime(t, tick, again.NextFire, name+": the due tick stays the next fire")
+			maintain(t, b)
+			got := fires(t, b, name)
+			require.Len(t, got, 1, "%s: the due tick fired once", name)
+			inv := b.get(t, got[0].ID)
+			require.Equal(t, plane.ScheduleKey(name, tick), inv.Key, name)
+			require.Equal(t, []byte("new"), inv.Payload, "%s: with the set's payload", name)
+			requireTime(t, tick.Add(time.Minute), get(t, b, name).NextFire, name+": then the next tick")
+		}
+		// A changed rule starts at its own first tick after now; a paused schedule's due
+		// tick is not kept (no tick fires while paused).
+		set(t, b, plane.Schedule{Name: "moved", Every: time.Minute})
+		set(t, b, plane.Schedule{Name: "paused", Every: time.Minute})
+		_, _, err := b.drv.SchedulePause(b.ctx, b.ns, "paused", true)
+		must(t, err, "pause")
+		start := b.now()
+		tick := start.Truncate(time.Minute).Add(time.Minute)
+		b.advance(tick.Sub(start))
+		moved := set(t, b, plane.Schedule{Name: "moved", Every: 2 * time.Minute})
+		require.True(t, moved.NextFire.After(tick), "a changed rule does not fire the old rule's due tick")
+		resumed := set(t, b, plane.Schedule{Name: "paused", Every: time.Minute})
+		require.True(t, resumed.NextFire.After(tick), "a paused schedule owes no tick")
+		maintain(t, b)
+		require.Empty(t, fires(t, b, "moved"))
+		require.Empty(t, fires(t, b, "paused"))
+	})
+
 	t.Run("ReplaceListDelete", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})
