@@ -20,6 +20,7 @@ type scheduleSpec struct {
 	MaxAttempts    int               `json:"max_attempts,omitempty"`
 	AttemptTimeout int64             `json:"attempt_timeout_ms,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
+	ConcurrencyKey string            `json:"concurrency_key,omitempty"`
 	CatchUp        plane.CatchUp     `json:"catch_up,omitempty"`
 	// The plane's skip record (plane.Schedule.Skipped, LastSkip, LastSkipReason): kept in
 	// the spec, so a replacing ScheduleSet starts it again.
@@ -33,7 +34,7 @@ type scheduleSpec struct {
 func EncodeSchedule(s *plane.Schedule) []byte {
 	b, _ := json.Marshal(scheduleSpec{Queue: s.Queue, Cron: s.Cron, EveryMS: s.Every.Milliseconds(),
 		TimeZone: s.TimeZone, Payload: s.Payload, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
-		AttemptTimeout: s.AttemptTimeout.Milliseconds(), Metadata: s.Metadata, CatchUp: s.CatchUp,
+		AttemptTimeout: s.AttemptTimeout.Milliseconds(), Metadata: s.Metadata, ConcurrencyKey: s.ConcurrencyKey, CatchUp: s.CatchUp,
 		Skipped: s.Skipped, LastSkipMS: ToMS(s.LastSkip), LastSkipReason: s.LastSkipReason})
 	return b // plain fields always encode
 }
@@ -58,7 +59,7 @@ func (r *ScheduleRow) Schedule() (*plane.Schedule, error) {
 		Every: time.Duration(sp.EveryMS) * time.Millisecond, TimeZone: sp.TimeZone, Payload: sp.Payload,
 		Priority: sp.Priority, MaxAttempts: sp.MaxAttempts,
 		AttemptTimeout: time.Duration(sp.AttemptTimeout) * time.Millisecond, Metadata: sp.Metadata,
-		CatchUp: sp.CatchUp, Paused: r.Paused, NextFire: FromMS(r.NextMS).UTC(), LastFire: utc(FromMS(r.LastMS)),
+		ConcurrencyKey: sp.ConcurrencyKey, CatchUp: sp.CatchUp, Paused: r.Paused, NextFire: FromMS(r.NextMS).UTC(), LastFire: utc(FromMS(r.LastMS)),
 		LastID: r.LastID, CreatedAt: utc(FromMS(r.CreatedMS)), UpdatedAt: utc(FromMS(r.UpdatedMS)),
 		Skipped: sp.Skipped, LastSkip: utc(FromMS(sp.LastSkipMS)), LastSkipReason: sp.LastSkipReason}, nil
 }

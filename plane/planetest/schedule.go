@@ -372,6 +372,37 @@ func testSchedules(t *testing.T, s *suite) {
 		require.Empty(t, fires(t, b, "paused"))
 	})
 
+	t.Run("ConcurrencyKey", func(t *testing.T) {
+		// A schedule's concurrency key is every fire's: a schedule per tenant, each
+		// tenant's fires under its key's limit. Stored and listed with the schedule, and
+		// checked as a submit's (1–256 bytes of UTF-8 without NUL). Before 2026-12-07 a
+		// schedule had no key: its fires ran outside every per-key limit.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
+		for _, tenant := range []string{"tenant-a", "tenant-b"} {
+			sc := set(t, b, plane.Schedule{Name: tenant, Every: time.Minute, CatchUp: plane.CatchUpAll, ConcurrencyKey: tenant})
+			require.Equal(t, tenant, sc.ConcurrencyKey, "answered as stored")
+			require.Equal(t, tenant, get(t, b, tenant).ConcurrencyKey, "listed")
+		}
+		b.advance(2 * time.Minute) // two ticks of each: four fires, two per key
+		maintain(t, b)
+		for _, tenant := range []string{"tenant-a", "tenant-b"} {
+			got := fires(t, b, tenant)
+			require.Len(t, got, 2, tenant)
+			for _, inv := range got {
+				require.Equal(t, tenant, b.get(t, inv.ID).ConcurrencyKey, "a fire carries its schedule's key")
+			}
+		}
+		jobs := b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, Worker: "worker-1", Max: 4})
+		require.Len(t, jobs, 2, "one fire per key runs at once (the key's limit of 1)")
+		require.ElementsMatch(t, []string{"tenant-a", "tenant-b"}, []string{jobs[0].ConcurrencyKey, jobs[1].ConcurrencyKey})
+
+		_, err := b.drv.ScheduleSet(b.ctx, &plane.Schedule{Namespace: b.ns, Name: "bad", Queue: b.q, Every: time.Minute,
+			ConcurrencyKey: "a\x00b"})
+		requireInvalid(t, err, "concurrency_key")
+	})
+
 	t.Run("ReplaceListDelete", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

@@ -117,6 +117,28 @@ def test_interval_schedule_fires(every_plane: HttpDispatch, qname: str) -> None:
         remove_schedule(qname, dispatch=d)
 
 
+def test_schedule_concurrency_key(every_plane: HttpDispatch, qname: str) -> None:
+    """A schedule's ``concurrency_key`` is every fire's (a schedule per tenant, each under its
+    key's limit): stored, listed, carried by the fire's job; a bad key is refused naming it.
+    Before 2026-12-07 set_schedule and @schedule had no such argument."""
+    d = every_plane
+    with pytest.raises(InvalidError, match="concurrency_key") as e:
+        set_schedule(qname, qname, every=60, concurrency_key="k" * 257, dispatch=d)
+    assert e.value.field == "concurrency_key"
+    info = set_schedule(qname, qname, {"n": 1}, every=1, concurrency_key="tenant-a", dispatch=d)
+    try:
+        assert info.concurrency_key == "tenant-a"
+        assert [s.concurrency_key for s in schedules(d.namespace, dispatch=d) if s.name == qname] == ["tenant-a"]
+        q = SyncQueue(qname, dispatch=d)
+        job = q.claim(wait=10)
+        assert job is not None, "a fire within a few seconds"
+        assert (job.key or "").startswith(f"schedule/{qname}/")
+        assert q.get(job.id).concurrency_key == "tenant-a", "the fire carries the schedule's key"
+        q.ack(job)
+    finally:
+        remove_schedule(qname, dispatch=d)
+
+
 def test_schedule_decorator_runs_on_worker(every_plane: HttpDispatch, qname: str) -> None:
     """The documented example end to end (a fresh attacker's trial found it failing with
     ``TypeError: _run_thunk() got an unexpected keyword argument 'p'``): ``@schedule`` binds
