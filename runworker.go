@@ -884,10 +884,8 @@ const (
 // handlers handed back with a "slow down" (handedBackWaits). A paused queue counts as
 // empty: no claim takes its jobs until it is resumed.
 func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
-	if back, err := w.handedBackWaits(ctx); back || err != nil {
-		return false, err
-	}
 	served := map[string]map[string]bool{} // namespace → queue
+	pausedQueues := map[[2]string]bool{}   // namespace, queue
 	for _, g := range w.groups {
 		for _, b := range g.bindings {
 			ns := b.q.opts.Namespace
@@ -909,6 +907,7 @@ func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
 			}
 			if st.Paused {
 				paused[st.Queue] = true
+				pausedQueues[[2]string{ns, st.Queue}] = true
 				continue
 			}
 			for _, k := range st.Keys {
@@ -928,7 +927,8 @@ func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
 			}
 		}
 	}
-	return true, nil
+	back, err := w.handedBackWaits(ctx, pausedQueues)
+	return !back && err == nil, err
 }
 
 // handedBackWaits reports whether a job this worker's handler handed back with a "slow
@@ -936,11 +936,16 @@ func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
 // idle queue, so ExitWhenIdle waits for it. Before its due time it waits without a read;
 // after, while the job still reads as queued (the plane's clock behind this one's, its key
 // at its limit); one claimed since (by any worker), ended, or that this worker may not read
-// (a token without read: the due time alone then decides) is forgotten.
-func (w *Worker) handedBackWaits(ctx context.Context) (bool, error) {
+// (a token without read: the due time alone then decides) is forgotten. One of a paused
+// queue (paused: namespace, queue) does not count, as the paused queue's other jobs do
+// not: no claim takes it until the queue is resumed.
+func (w *Worker) handedBackWaits(ctx context.Context, paused map[[2]string]bool) (bool, error) {
 	w.mu.Lock()
 	back := maps.Clone(w.handedBack)
 	w.mu.Unlock()
+	maps.DeleteFunc(back, func(_ string, h *handedBackJob) bool {
+		return paused[[2]string{h.q.opts.Namespace, h.q.Name()}]
+	})
 	now := w.d.cfg.Now()
 	for _, h := range back {
 		if now.Before(h.due) {

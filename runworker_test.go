@@ -342,6 +342,24 @@ func TestRunWorker(t *testing.T) {
 			require.Equal(t, int32(2), runs.Load(), "key %q: the job ran again after its slow down", key)
 			require.Equal(t, lakeshore.StateSucceeded, state(t, q, id).State, "key %q", key)
 		}
+
+		// In a queue paused meanwhile the job does not keep the worker, as no other job of a
+		// paused queue does: nothing claims it until the queue is resumed.
+		q, d, _ := setupWorker(t)
+		id := submitN(t, q, 1, &lakeshore.SubmitOptions{MaxAttempts: 1})[0]
+		var runs atomic.Int32
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			runs.Add(1)
+			if _, err := q.Pause(ctx); err != nil {
+				return nil, err
+			}
+			return nil, lakeshore.RateLimited("", 300*time.Millisecond)
+		}
+		err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{ExitWhenIdle: true}))
+		require.NoError(t, err)
+		require.Equal(t, int32(1), runs.Load())
+		require.Equal(t, lakeshore.StateQueued, state(t, q, id).State, "left for a resume")
 	})
 
 	t.Run("ExitWhenIdleClaimsAfterItsCheck", func(t *testing.T) {

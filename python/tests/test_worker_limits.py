@@ -122,6 +122,22 @@ def test_exit_when_idle_waits_for_a_job_it_slowed_down(dispatch: HttpDispatch, q
     assert runs == ["x", "x"] and q.get(inv).state == "succeeded"
 
 
+def test_exit_when_idle_leaves_a_slowed_down_job_of_a_paused_queue(dispatch: HttpDispatch, qname: str) -> None:
+    """In a queue paused meanwhile a slowed-down job does not keep the worker, as no other
+    job of a paused queue does (nothing claims it until the queue is resumed)."""
+    q = SyncQueue(qname, dispatch=dispatch)
+    inv = q.submit("x", max_attempts=1)
+    runs: list[str] = []
+
+    def body(x: str) -> str:
+        runs.append(x)
+        q.pause()
+        raise RateLimited(0.3)
+
+    assert run_worker(dispatch, queues={qname: body}, exit_when_idle=True, handle_signals=False) == 1
+    assert runs == ["x"] and q.get(inv).state == "queued", "left for a resume"
+
+
 def test_exit_when_idle_claims_after_its_check(
     dispatch: HttpDispatch, qname: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

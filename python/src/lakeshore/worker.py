@@ -598,10 +598,10 @@ class _Worker:
         # one is — and whether a slot is reading the queues' stats for the others.
         self.exit_when_idle = exit_when_idle
         self.empty = [False] * len(self.claimers)
-        # exit_when_idle: the jobs a body answered "slow down" (RateLimited), by id: their
-        # queue and when their delay ends (monotonic), until _handed_back_waits finds them
-        # claimed or ended (Go's Worker.handedBack).
-        self.handed_back: dict[str, tuple[QueueCore, float]] = {}
+        # exit_when_idle: the jobs a body answered "slow down" (RateLimited), by id: the core
+        # to read them with, their queue and when their delay ends (monotonic), until
+        # _handed_back_waits finds them claimed or ended (Go's Worker.handedBack).
+        self.handed_back: dict[str, tuple[QueueCore, str, float]] = {}
         self.claiming = 0
         self.idle_checking = False
         # The last idle check found nothing due; the worker drains only when the claims made
@@ -835,10 +835,9 @@ class _Worker:
         down" hold, or the key at its concurrency limit (``KeyStats.queued`` of the queue's
         stats; delayed jobs and those in a retry's backoff are not counted) — nor a schedule
         with a tick due that the plane's maintenance has not fired yet (it submits the fire
-        within its interval: ``next_fire`` not after now, not paused). What
+        within its interval: ``next_fire`` not after now, not paused), nor a job a body
+        answered "slow down" still waiting out its delay (:meth:`_handed_back_waits`). What
         ``exit_when_idle`` waits for besides empty claims: Go's ``Worker.queuesEmpty``."""
-        if await self._handed_back_waits():
-            return False
         served = set()
         for name, core in self.cores.items():
             ans = await core._call("GET", core.path + "/stats", retry="safe")
@@ -854,20 +853,22 @@ class _Worker:
             due = sc.get("next_fire")
             if sc.get("queue") in served and not sc.get("paused") and isinstance(due, datetime) and due <= now:
                 return False
-        return True
+        return not await self._handed_back_waits(served)
 
-    async def _handed_back_waits(self) -> bool:
+    async def _handed_back_waits(self, served: set[str]) -> bool:
         """Whether a job a body answered "slow down" (RateLimited) still waits out its
         delay: the worker's unfinished work, not an idle queue, so ``exit_when_idle`` waits
         for it. Before its due time without a read; after, while the job still reads as
         queued (the plane's clock behind, its key at its limit). One claimed since (by any
         worker), ended, or that the token may not read (the due time alone then decides)
-        is forgotten. Go's ``Worker.handedBackWaits``."""
+        is forgotten. One of a queue not in ``served`` (paused: no claim takes it until it
+        is resumed) does not count. Go's ``Worker.handedBackWaits``."""
         now = time.monotonic()
-        if any(now < due for _, due in self.handed_back.values()):
+        waiting = {id: entry for id, entry in self.handed_back.items() if entry[1] in served}
+        if any(now < due for _, _, due in waiting.values()):
             return True
-        for id, entry in list(self.handed_back.items()):
-            core, _ = entry
+        for id, entry in waiting.items():
+            core = entry[0]
             try:
                 inv = await core.get(id)
                 if inv.state == "queued":
@@ -1337,7 +1338,7 @@ class _Worker:
             if value.key:
                 body["rate_limit_key"] = value.key
             if self.exit_when_idle:
-                self.handed_back[job.id] = (core, time.monotonic() + body["retry_delay"])
+                self.handed_back[job.id] = (core, job.queue, time.monotonic() + body["retry_delay"])
             return core, body, deadline, job
         return core, _settle_body(job, "retry", None, _error_info(value, job.attempt)), deadline, job
 
