@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -76,9 +77,11 @@ type WorkerOptions struct {
 	// concurrency key holds back (the key's rate limit or "slow down" hold, or the key at
 	// its concurrency limit), nor a schedule with a tick due that the plane's maintenance
 	// has not fired yet: such a job or tick counts as work, so the worker waits for it
-	// (claiming again every exitIdlePoll) rather than leave it with no worker. A job waiting
-	// out a retry backoff or a delay (a rate-limited job handed back included), or in a
-	// paused queue, does not count as work. Defaults to false: wait for work until stopped.
+	// (claiming again every exitIdlePoll) rather than leave it with no worker. So does a job
+	// its handler answered "slow down" (RateLimited): only delayed, it is run again once
+	// its delay ends. A job waiting out a retry backoff or a delay it was submitted with,
+	// or in a paused queue, does not count as work. Defaults to false: wait for work until
+	// stopped.
 	ExitWhenIdle bool
 
 	// HeartbeatInterval is how often the leases of running jobs are extended, all in one
@@ -278,6 +281,10 @@ type Worker struct {
 	// back unspent — rather than stopping with jobs left to claim.
 	budgetWake chan struct{}
 	idleAt     time.Time // when the last running job ended (zero: none has), for the registry
+	// handedBack: with ExitWhenIdle, the jobs this worker's handlers handed back with a
+	// "slow down" (RateLimited), by id, until queuesEmpty finds them claimed or ended: while
+	// one still waits out its delay the worker is not idle.
+	handedBack map[string]*handedBackJob
 	// mayBeRegistered: some registration of this worker may have been stored (it succeeded,
 	// or failed in a way that does not say it was refused), so stopping removes it; a worker
 	// every registration of which was refused (its token lacks consume) has nothing to remove.
@@ -873,10 +880,12 @@ const (
 // QueueStatsList; delayed jobs and those in retry backoff are not counted), and no
 // schedule of a served queue has a tick due that the plane's maintenance has not fired yet
 // (it submits the fire within its interval: Schedule.NextFire not after now, not paused).
-// What ExitWhenIdle waits for besides empty claims and no running handler. A paused queue
-// counts as empty: no claim takes its jobs until it is resumed.
+// What ExitWhenIdle waits for besides empty claims and no running handler, with a job its
+// handlers handed back with a "slow down" (handedBackWaits). A paused queue counts as
+// empty: no claim takes its jobs until it is resumed.
 func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
 	served := map[string]map[string]bool{} // namespace → queue
+	pausedQueues := map[[2]string]bool{}   // namespace, queue
 	for _, g := range w.groups {
 		for _, b := range g.bindings {
 			ns := b.q.opts.Namespace
@@ -898,6 +907,7 @@ func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
 			}
 			if st.Paused {
 				paused[st.Queue] = true
+				pausedQueues[[2]string{ns, st.Queue}] = true
 				continue
 			}
 			for _, k := range st.Keys {
@@ -917,7 +927,55 @@ func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
 			}
 		}
 	}
-	return true, nil
+	back, err := w.handedBackWaits(ctx, pausedQueues)
+	return !back && err == nil, err
+}
+
+// handedBackWaits reports whether a job this worker's handler handed back with a "slow
+// down" (RateLimited) still waits out its delay: it is the worker's unfinished work, not an
+// idle queue, so ExitWhenIdle waits for it. Before its due time it waits without a read;
+// after, while the job still reads as queued (the plane's clock behind this one's, its key
+// at its limit); one claimed since (by any worker), ended, or that this worker may not read
+// (a token without read: the due time alone then decides) is forgotten. One of a paused
+// queue (paused: namespace, queue) does not count, as the paused queue's other jobs do
+// not: no claim takes it until the queue is resumed.
+func (w *Worker) handedBackWaits(ctx context.Context, paused map[[2]string]bool) (bool, error) {
+	w.mu.Lock()
+	back := maps.Clone(w.handedBack)
+	w.mu.Unlock()
+	maps.DeleteFunc(back, func(_ string, h *handedBackJob) bool {
+		return paused[[2]string{h.q.opts.Namespace, h.q.Name()}]
+	})
+	now := w.d.cfg.Now()
+	for _, h := range back {
+		if now.Before(h.due) {
+			return true, nil
+		}
+	}
+	for id, h := range back {
+		inv, err := h.q.Get(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden), errors.Is(err, ErrUnauthorized):
+		case err != nil:
+			return false, err
+		case inv.State == plane.StateQueued:
+			return true, nil
+		}
+		w.mu.Lock()
+		if w.handedBack[id] == h { // not handed back again since the read
+			delete(w.handedBack, id)
+		}
+		w.mu.Unlock()
+	}
+	return false, nil
+}
+
+// handedBackJob is an entry of Worker.handedBack: the queue to read the job from and when
+// its delay ends by this worker's clock (a new entry for each hand-back, so a read of an
+// older one never forgets a newer one).
+type handedBackJob struct {
+	q   *Queue
+	due time.Time
 }
 
 func (w *Worker) release(n int) {
@@ -936,6 +994,16 @@ func (w *Worker) release(n int) {
 func (w *Worker) start(claimCtx, runCtx context.Context, b *binding, job *Job, handlers *sync.WaitGroup, s *settler) {
 	jobCtx, cancel := context.WithCancelCause(runCtx)
 	r := &runningJob{e: &execution{q: b.q, job: job, fn: b.fn, cancel: cancel, logger: w.o.Logger}}
+	if w.o.ExitWhenIdle {
+		r.e.handedBack = func(delay time.Duration) {
+			w.mu.Lock()
+			if w.handedBack == nil {
+				w.handedBack = map[string]*handedBackJob{}
+			}
+			w.handedBack[job.ID] = &handedBackJob{q: b.q, due: w.d.cfg.Now().Add(delay)}
+			w.mu.Unlock()
+		}
+	}
 	var next *Job
 	handedOff := false // the slot passed to s with the settle
 	switch {

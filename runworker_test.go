@@ -314,9 +314,52 @@ func TestRunWorker(t *testing.T) {
 					ran++
 				}
 			}
-			require.GreaterOrEqual(t, ran, 1, "concurrency %d: the job the key's hold kept back ran", concurrency)
+			require.Equal(t, 2, ran, "concurrency %d: the job the key's hold kept back ran, and so did the one handed back", concurrency)
 			require.Equal(t, lakeshore.StateQueued, state(t, q, later).State)
 		}
+	})
+
+	t.Run("ExitWhenIdleWaitsForItsSlowDown", func(t *testing.T) {
+		// A job the handler answered "slow down" (RateLimited, with a key or without) is
+		// only delayed: it is the worker's unfinished work, so an ExitWhenIdle worker runs
+		// it again when its delay ends before it returns. Before, it returned at its next
+		// empty claim and left the job queued with no worker (a delayed job it never ran
+		// still does not keep it: ExitWhenIdleWaitsForQueuedJobs).
+		t.Parallel()
+		for _, key := range []string{"", "k"} {
+			q, d, _ := setupWorker(t)
+			id := submitN(t, q, 1, &lakeshore.SubmitOptions{ConcurrencyKey: "k", MaxAttempts: 1})[0]
+			var runs atomic.Int32
+			fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+				if runs.Add(1) == 1 {
+					return nil, lakeshore.RateLimited(key, 300*time.Millisecond)
+				}
+				return "ok", nil
+			}
+			err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+				&lakeshore.WorkerOptions{ExitWhenIdle: true}))
+			require.NoError(t, err)
+			require.Equal(t, int32(2), runs.Load(), "key %q: the job ran again after its slow down", key)
+			require.Equal(t, lakeshore.StateSucceeded, state(t, q, id).State, "key %q", key)
+		}
+
+		// In a queue paused meanwhile the job does not keep the worker, as no other job of a
+		// paused queue does: nothing claims it until the queue is resumed.
+		q, d, _ := setupWorker(t)
+		id := submitN(t, q, 1, &lakeshore.SubmitOptions{MaxAttempts: 1})[0]
+		var runs atomic.Int32
+		fn := func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			runs.Add(1)
+			if _, err := q.Pause(ctx); err != nil {
+				return nil, err
+			}
+			return nil, lakeshore.RateLimited("", 300*time.Millisecond)
+		}
+		err := waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{ExitWhenIdle: true}))
+		require.NoError(t, err)
+		require.Equal(t, int32(1), runs.Load())
+		require.Equal(t, lakeshore.StateQueued, state(t, q, id).State, "left for a resume")
 	})
 
 	t.Run("ExitWhenIdleClaimsAfterItsCheck", func(t *testing.T) {

@@ -52,12 +52,15 @@ type ScheduleOptions struct {
 	// its paused flag, skip record and — with the same rule — next fire are kept, and Paused
 	// applies only when the schedule is created (plane.Schedule.KeepState).
 	KeepState bool
-	// Priority, MaxAttempts, AttemptTimeout and Metadata are those of every fire, as in
-	// SubmitOptions (the plane adds metadata "schedule" and "schedule_tick").
+	// Priority, MaxAttempts, AttemptTimeout, Metadata and ConcurrencyKey are those of every
+	// fire, as in SubmitOptions (the plane adds metadata "schedule" and "schedule_tick"): with
+	// ConcurrencyKey (a tenant, say) the queue's per-key limits, weights and rates apply to
+	// the fires (plane.Schedule.ConcurrencyKey).
 	Priority       float64
 	MaxAttempts    int
 	AttemptTimeout time.Duration
 	Metadata       map[string]string
+	ConcurrencyKey string
 }
 
 // Schedule stores the durable schedule name in the queue's namespace, replacing any of that
@@ -77,8 +80,8 @@ func (q *Queue) Schedule(ctx context.Context, name string, payload any, opts *Sc
 	}
 	return q.d.drv.ScheduleSet(ctx, &plane.Schedule{Namespace: q.opts.Namespace, Name: name, Queue: q.name,
 		Cron: o.Cron, Every: o.Every, TimeZone: o.TimeZone, Payload: b, Priority: o.Priority,
-		MaxAttempts: o.MaxAttempts, AttemptTimeout: o.AttemptTimeout, Metadata: o.Metadata, CatchUp: o.CatchUp,
-		Paused: o.Paused, KeepState: o.KeepState})
+		MaxAttempts: o.MaxAttempts, AttemptTimeout: o.AttemptTimeout, Metadata: o.Metadata, ConcurrencyKey: o.ConcurrencyKey,
+		CatchUp: o.CatchUp, Paused: o.Paused, KeepState: o.KeepState})
 }
 
 // Schedules lists the schedules of namespace ("" for every namespace the caller may see),

@@ -327,6 +327,10 @@ type execution struct {
 	// settleFn, when set, settles the job instead of Queue.settle: a Worker's settle that
 	// claims the next job in the same commit.
 	settleFn func(ctx context.Context, p plane.SettleParams) error
+	// handedBack, when set, is called once the handler's "slow down" (RateLimited) was
+	// settled: the job comes back after delay, and a Worker's ExitWhenIdle waits for it
+	// (Worker.queuesEmpty).
+	handedBack func(delay time.Duration)
 }
 
 // settle settles the job with p, by settleFn when set. A settle the plane could not be
@@ -471,6 +475,9 @@ func (e *execution) run(base, jobCtx context.Context) error {
 	nackErr := e.settle(settleCtx, p)
 	if errors.Is(nackErr, ErrInvalid) {
 		nackErr = e.settleRefused(base, settleCtx, p, nackErr)
+	}
+	if nackErr == nil && e.handedBack != nil && p.Outcome == plane.OutcomeRateLimited {
+		e.handedBack(p.RetryDelay)
 	}
 	fnErr = fmt.Errorf("job %s (attempt %d): %w", job.ID, job.Attempt, fnErr)
 	if nackErr != nil {

@@ -27,6 +27,10 @@ import (
 //
 // Before, JSON read every null as the field's zero value while msgpack refused nil for any
 // field but the first kind.
+//
+// A refusal says "null" in both codecs ("want a string, got null"): JSON's null, msgpack's
+// nil and Python's None are one value, and the word "nil" read to a user of the Python SDK
+// (which speaks msgpack) as Go's own leaking out.
 
 // takesNull reports whether a value of shape s may be null: a pointer, a payload, a field
 // of type any.
@@ -41,9 +45,8 @@ func (f field) nullMember(path string, c Codec) error {
 	if f.shape.takesNull() || f.optional {
 		return nil
 	}
-	null := nullWord(c)
 	return &plane.InvalidError{Field: cmpOr(path, "request body"),
-		Rule: fmt.Sprintf("want %s, got %s: the field is required (%s means absent only for an optional field)", f.shape.describeIn(c), null, null)}
+		Rule: fmt.Sprintf("want %s, got null: the field is required (null means absent only for an optional field)", f.shape.describeIn(c))}
 }
 
 // nullElement decides a null as an element of an array or a value of a map of shape s (the
@@ -52,15 +55,7 @@ func (s *shape) nullElement(path string, c Codec) error {
 	if s.takesNull() {
 		return nil
 	}
-	return &plane.InvalidError{Field: cmpOr(path, "request body"), Rule: fmt.Sprintf("want %s, got %s", s.describeIn(c), nullWord(c))}
-}
-
-// nullWord is how codec c spells null.
-func nullWord(c Codec) string {
-	if c == Msgpack {
-		return "nil"
-	}
-	return "null"
+	return &plane.InvalidError{Field: cmpOr(path, "request body"), Rule: fmt.Sprintf("want %s, got null", s.describeIn(c))}
 }
 
 // jsonNulls applies the rule above to a JSON request body that encoding/json/v2 decoded

@@ -137,11 +137,9 @@ func TestNullNested(t *testing.T) {
 					var ie *plane.InvalidError
 					require.ErrorAs(t, err, &ie, c.ContentType())
 					require.Equal(t, tc.field, ie.Field, "%s: %v", c.ContentType(), err)
-					null := "null"
-					if c == api.Msgpack {
-						null = "nil"
-					}
-					require.Contains(t, ie.Rule, "got "+null, c.ContentType())
+					// "null" in both codecs: "nil" reads to a Python SDK user (msgpack) as Go's.
+					require.Contains(t, ie.Rule, "got null", c.ContentType())
+					require.NotContains(t, ie.Error(), "nil", c.ContentType())
 				}
 			}
 		})

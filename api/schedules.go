@@ -31,6 +31,9 @@ type Schedule struct {
 	MaxAttempts    int               `json:"max_attempts,omitzero" msg:"max_attempts,omitempty"`
 	AttemptTimeout float64           `json:"attempt_timeout,omitzero" msg:"attempt_timeout,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitzero" msg:"metadata,omitempty"`
+	// ConcurrencyKey is every fire's concurrency key ("" or absent: none;
+	// plane.Schedule.ConcurrencyKey).
+	ConcurrencyKey string `json:"concurrency_key,omitzero" msg:"concurrency_key,omitempty"`
 	// CatchUp is once (default), skip or all.
 	CatchUp string `json:"catch_up,omitzero" msg:"catch_up,omitempty"`
 	Paused  bool   `json:"paused,omitzero" msg:"paused,omitempty"`
@@ -64,7 +67,7 @@ type SchedulesResponse struct {
 func NewSchedule(s *plane.Schedule) Schedule {
 	return Schedule{Namespace: s.Namespace, Name: s.Name, Queue: s.Queue, Cron: s.Cron, Every: Seconds(s.Every),
 		TimeZone: s.TimeZone, Payload: Value{Wire: s.Payload}, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
-		AttemptTimeout: Seconds(s.AttemptTimeout), Metadata: s.Metadata, CatchUp: string(s.CatchUp), Paused: s.Paused,
+		AttemptTimeout: Seconds(s.AttemptTimeout), Metadata: s.Metadata, ConcurrencyKey: s.ConcurrencyKey, CatchUp: string(s.CatchUp), Paused: s.Paused,
 		KeepState: s.KeepState, NextFire: s.NextFire, LastFire: s.LastFire, LastID: s.LastID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 		Skipped: s.Skipped, LastSkip: s.LastSkip, LastSkipReason: s.LastSkipReason}
 }
@@ -73,7 +76,7 @@ func NewSchedule(s *plane.Schedule) Schedule {
 func (s *Schedule) Plane() *plane.Schedule {
 	return &plane.Schedule{Namespace: s.Namespace, Name: s.Name, Queue: s.Queue, Cron: s.Cron, Every: Duration(s.Every),
 		TimeZone: s.TimeZone, Payload: s.Payload.Wire, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
-		AttemptTimeout: Duration(s.AttemptTimeout), Metadata: s.Metadata, CatchUp: plane.CatchUp(s.CatchUp), Paused: s.Paused,
+		AttemptTimeout: Duration(s.AttemptTimeout), Metadata: s.Metadata, ConcurrencyKey: s.ConcurrencyKey, CatchUp: plane.CatchUp(s.CatchUp), Paused: s.Paused,
 		KeepState: s.KeepState, NextFire: s.NextFire, LastFire: s.LastFire, LastID: s.LastID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 		Skipped: s.Skipped, LastSkip: s.LastSkip, LastSkipReason: s.LastSkipReason}
 }

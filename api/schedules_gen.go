@@ -16,8 +16,8 @@ const (
 func (z *Schedule) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(23)
-	var zb0001Mask uint32 /* 23 bits */
+	zb0001Len := uint32(24)
+	var zb0001Mask uint32 /* 24 bits */
 	_ = zb0001Mask
 	if z.Namespace == "" {
 		zb0001Len--
@@ -59,53 +59,57 @@ func (z *Schedule) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x400
 	}
-	if z.CatchUp == "" {
+	if z.ConcurrencyKey == "" {
 		zb0001Len--
 		zb0001Mask |= 0x800
 	}
-	if z.Paused == false {
+	if z.CatchUp == "" {
 		zb0001Len--
 		zb0001Mask |= 0x1000
 	}
-	if z.KeepState == false {
+	if z.Paused == false {
 		zb0001Len--
 		zb0001Mask |= 0x2000
 	}
-	if z.NextFire.IsZero() {
+	if z.KeepState == false {
 		zb0001Len--
 		zb0001Mask |= 0x4000
 	}
-	if z.LastFire.IsZero() {
+	if z.NextFire.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x8000
 	}
-	if z.LastID == "" {
+	if z.LastFire.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x10000
 	}
-	if z.CreatedAt.IsZero() {
+	if z.LastID == "" {
 		zb0001Len--
 		zb0001Mask |= 0x20000
 	}
-	if z.UpdatedAt.IsZero() {
+	if z.CreatedAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x40000
 	}
-	if z.Skipped == 0 {
+	if z.UpdatedAt.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x80000
 	}
-	if z.LastSkip.IsZero() {
+	if z.Skipped == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x100000
 	}
-	if z.LastSkipReason == "" {
+	if z.LastSkip.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x200000
 	}
-	if z.Changed == nil {
+	if z.LastSkipReason == "" {
 		zb0001Len--
 		zb0001Mask |= 0x400000
+	}
+	if z.Changed == nil {
+		zb0001Len--
+		zb0001Mask |= 0x800000
 	}
 	// variable map header, size zb0001Len
 	o = msgp.AppendMapHeader(o, zb0001Len)
@@ -174,61 +178,66 @@ func (z *Schedule) MarshalMsg(b []byte) (o []byte, err error) {
 			}
 		}
 		if (zb0001Mask & 0x800) == 0 { // if not omitted
+			// string "concurrency_key"
+			o = append(o, 0xaf, 0x63, 0x6f, 0x6e, 0x63, 0x75, 0x72, 0x72, 0x65, 0x6e, 0x63, 0x79, 0x5f, 0x6b, 0x65, 0x79)
+			o = msgp.AppendString(o, z.ConcurrencyKey)
+		}
+		if (zb0001Mask & 0x1000) == 0 { // if not omitted
 			// string "catch_up"
 			o = append(o, 0xa8, 0x63, 0x61, 0x74, 0x63, 0x68, 0x5f, 0x75, 0x70)
 			o = msgp.AppendString(o, z.CatchUp)
 		}
-		if (zb0001Mask & 0x1000) == 0 { // if not omitted
+		if (zb0001Mask & 0x2000) == 0 { // if not omitted
 			// string "paused"
 			o = append(o, 0xa6, 0x70, 0x61, 0x75, 0x73, 0x65, 0x64)
 			o = msgp.AppendBool(o, z.Paused)
 		}
-		if (zb0001Mask & 0x2000) == 0 { // if not omitted
+		if (zb0001Mask & 0x4000) == 0 { // if not omitted
 			// string "keep_state"
 			o = append(o, 0xaa, 0x6b, 0x65, 0x65, 0x70, 0x5f, 0x73, 0x74, 0x61, 0x74, 0x65)
 			o = msgp.AppendBool(o, z.KeepState)
 		}
-		if (zb0001Mask & 0x4000) == 0 { // if not omitted
+		if (zb0001Mask & 0x8000) == 0 { // if not omitted
 			// string "next_fire"
 			o = append(o, 0xa9, 0x6e, 0x65, 0x78, 0x74, 0x5f, 0x66, 0x69, 0x72, 0x65)
 			o = msgp.AppendTimeExt(o, z.NextFire)
 		}
-		if (zb0001Mask & 0x8000) == 0 { // if not omitted
+		if (zb0001Mask & 0x10000) == 0 { // if not omitted
 			// string "last_fire"
 			o = append(o, 0xa9, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x66, 0x69, 0x72, 0x65)
 			o = msgp.AppendTimeExt(o, z.LastFire)
 		}
-		if (zb0001Mask & 0x10000) == 0 { // if not omitted
+		if (zb0001Mask & 0x20000) == 0 { // if not omitted
 			// string "last_id"
 			o = append(o, 0xa7, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x69, 0x64)
 			o = msgp.AppendString(o, z.LastID)
 		}
-		if (zb0001Mask & 0x20000) == 0 { // if not omitted
+		if (zb0001Mask & 0x40000) == 0 { // if not omitted
 			// string "created_at"
 			o = append(o, 0xaa, 0x63, 0x72, 0x65, 0x61, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.CreatedAt)
 		}
-		if (zb0001Mask & 0x40000) == 0 { // if not omitted
+		if (zb0001Mask & 0x80000) == 0 { // if not omitted
 			// string "updated_at"
 			o = append(o, 0xaa, 0x75, 0x70, 0x64, 0x61, 0x74, 0x65, 0x64, 0x5f, 0x61, 0x74)
 			o = msgp.AppendTimeExt(o, z.UpdatedAt)
 		}
-		if (zb0001Mask & 0x80000) == 0 { // if not omitted
+		if (zb0001Mask & 0x100000) == 0 { // if not omitted
 			// string "skipped"
 			o = append(o, 0xa7, 0x73, 0x6b, 0x69, 0x70, 0x70, 0x65, 0x64)
 			o = msgp.AppendInt64(o, z.Skipped)
 		}
-		if (zb0001Mask & 0x100000) == 0 { // if not omitted
+		if (zb0001Mask & 0x200000) == 0 { // if not omitted
 			// string "last_skip"
 			o = append(o, 0xa9, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x73, 0x6b, 0x69, 0x70)
 			o = msgp.AppendTimeExt(o, z.LastSkip)
 		}
-		if (zb0001Mask & 0x200000) == 0 { // if not omitted
+		if (zb0001Mask & 0x400000) == 0 { // if not omitted
 			// string "last_skip_reason"
 			o = append(o, 0xb0, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x73, 0x6b, 0x69, 0x70, 0x5f, 0x72, 0x65, 0x61, 0x73, 0x6f, 0x6e)
 			o = msgp.AppendString(o, z.LastSkipReason)
 		}
-		if (zb0001Mask & 0x400000) == 0 { // if not omitted
+		if (zb0001Mask & 0x800000) == 0 { // if not omitted
 			// string "changed"
 			o = append(o, 0xa7, 0x63, 0x68, 0x61, 0x6e, 0x67, 0x65, 0x64)
 			if z.Changed == nil {
@@ -355,6 +364,12 @@ func (z *Schedule) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 				z.Metadata[za0001] = za0002
 			}
+		case "concurrency_key":
+			z.ConcurrencyKey, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ConcurrencyKey")
+				return
+			}
 		case "catch_up":
 			z.CatchUp, bts, err = msgp.ReadStringBytes(bts)
 			if err != nil {
@@ -459,7 +474,7 @@ func (z *Schedule) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 9 + msgp.StringPrefixSize + len(z.CatchUp) + 7 + msgp.BoolSize + 11 + msgp.BoolSize + 10 + msgp.TimeSize + 10 + msgp.TimeSize + 8 + msgp.StringPrefixSize + len(z.LastID) + 11 + msgp.TimeSize + 11 + msgp.TimeSize + 8 + msgp.Int64Size + 10 + msgp.TimeSize + 17 + msgp.StringPrefixSize + len(z.LastSkipReason) + 8
+	s += 16 + msgp.StringPrefixSize + len(z.ConcurrencyKey) + 9 + msgp.StringPrefixSize + len(z.CatchUp) + 7 + msgp.BoolSize + 11 + msgp.BoolSize + 10 + msgp.TimeSize + 10 + msgp.TimeSize + 8 + msgp.StringPrefixSize + len(z.LastID) + 11 + msgp.TimeSize + 11 + msgp.TimeSize + 8 + msgp.Int64Size + 10 + msgp.TimeSize + 17 + msgp.StringPrefixSize + len(z.LastSkipReason) + 8
 	if z.Changed == nil {
 		s += msgp.NilSize
 	} else {

@@ -406,7 +406,7 @@ func (s *shape) describeIn(c Codec) string {
 	case shapeTime:
 		d = pick("a timestamp", "an RFC 3339 time string")
 	case shapeValue:
-		return pick("a bin holding a msgpack value, or nil", "a JSON value")
+		return pick("a bin holding a msgpack value, or null", "a JSON value")
 	case shapeObject, shapeMap:
 		d = pick("a map", "an object")
 	case shapeArray:
@@ -415,7 +415,7 @@ func (s *shape) describeIn(c Codec) string {
 		d = "a value"
 	}
 	if s.nullable {
-		d += pick(" or nil", " or null")
+		d += " or null"
 	}
 	return d
 }
@@ -424,7 +424,7 @@ func (s *shape) describeIn(c Codec) string {
 func describeWire(v any) string {
 	switch v.(type) {
 	case nil:
-		return "nil"
+		return "null" // msgpack's nil, Python's None: one word in every codec's messages
 	case bool:
 		return "a boolean"
 	case int64, uint64:

@@ -114,8 +114,15 @@ type UnsupportedValueError = record.UnsupportedValueError
 // NotFoundError reports indexes or a key that do not exist.
 type NotFoundError = record.NotFoundError
 
-// Code returns the stable code of err (record.Code).
+// Code returns the stable code of err (record.Code): "corrupt" also for a store's
+// storage-engine error of damaged data met by any query (IsCorrupt).
 func Code(err error) string { return record.Code(err) }
+
+// IsCorrupt reports whether err says the store's data is damaged: it matches ErrCorrupt,
+// or it is the error of a store's storage engine for damaged data (the file store's SQLite
+// answering SQLITE_CORRUPT to a query of its meta.db, at open or long after), which the
+// store's package recognises (record.RegisterCorrupt). Code answers "corrupt" for both.
+func IsCorrupt(err error) bool { return record.IsCorrupt(err) }
 
 // ErrorFromCode rebuilds the error of a code and message (record.ErrorFromCode).
 func ErrorFromCode(code, message string) error { return record.ErrorFromCode(code, message) }

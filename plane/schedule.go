@@ -237,6 +237,11 @@ type Schedule struct {
 	MaxAttempts    int
 	AttemptTimeout time.Duration
 	Metadata       map[string]string
+	// ConcurrencyKey is every fire's concurrency key, as SubmitParams.ConcurrencyKey ("":
+	// none): the queue's per-key limits, weights and rates apply to the fires (a schedule
+	// per tenant, each tenant's fires under its key's limit). 1–256 bytes of UTF-8 without
+	// NUL.
+	ConcurrencyKey string
 	// CatchUp is the missed-tick policy; "" means CatchUpOnce.
 	CatchUp CatchUp
 	// Paused stops the fires; the ticks that pass while paused are skipped (resuming fires
@@ -249,7 +254,10 @@ type Schedule struct {
 	// and, when the rule (Cron, Every, TimeZone) is unchanged, its next fire, so the ticks
 	// missed meanwhile still follow CatchUp. With a changed rule the next fire is the new
 	// rule's first tick after now (none while paused). The stored row is read and written in
-	// one transaction, so a concurrent pause is never undone. Not stored.
+	// one transaction, so a concurrent pause is never undone. Not stored. A plain set (without
+	// KeepState) starts the schedule again at the first tick after now — unless the replaced
+	// schedule, not paused and of the same rule, has a tick due that maintenance has not
+	// fired yet: that tick stays the next fire (a set landing on a tick's instant fires it).
 	KeepState bool
 	// Replacing, when not nil, makes ScheduleSet conditional on what it replaces: the stored
 	// schedule of the name must be of queue *Replacing, or with "" there must be none;
@@ -322,7 +330,7 @@ func (s *Schedule) Validate() error {
 		}
 	}
 	sub := SubmitParams{Payload: s.Payload, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
-		AttemptTimeout: s.AttemptTimeout, Metadata: s.Metadata}
+		AttemptTimeout: s.AttemptTimeout, Metadata: s.Metadata, ConcurrencyKey: s.ConcurrencyKey}
 	return sub.validate()
 }
 
@@ -634,7 +642,8 @@ func latestTick(rule ScheduleRule, next, now time.Time) time.Time {
 	return rule.Next(time.UnixMilli(low)).UTC()
 }
 
-// FireParams are the submit of one fire of s at tick: s's payload and options, keyed by
+// FireParams are the submit of one fire of s at tick: s's payload and options (its
+// concurrency key included), keyed by
 // ScheduleKey, with metadata "schedule" (the name) and "schedule_tick" (the tick, RFC 3339)
 // added to s's.
 func (s *Schedule) FireParams(tick time.Time) SubmitParams {
@@ -645,7 +654,7 @@ func (s *Schedule) FireParams(tick time.Time) SubmitParams {
 	meta[MetaSchedule] = s.Name
 	meta[MetaScheduleTick] = tick.UTC().Format(time.RFC3339Nano)
 	return SubmitParams{Payload: s.Payload, Key: ScheduleKey(s.Name, tick), Priority: s.Priority,
-		MaxAttempts: s.MaxAttempts, AttemptTimeout: s.AttemptTimeout, Metadata: meta}
+		MaxAttempts: s.MaxAttempts, AttemptTimeout: s.AttemptTimeout, Metadata: meta, ConcurrencyKey: s.ConcurrencyKey}
 }
 
 // FirstFire is the first tick a schedule set (or resumed) at now fires: the first tick

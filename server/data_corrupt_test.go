@@ -3,8 +3,10 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,4 +55,61 @@ func TestCorruptDataStoreAnswersTypedError(t *testing.T) {
 			require.Contains(t, b2.logs.String(), "corrupt", "the log keeps the store's text")
 		})
 	}
+}
+
+// TestDamagedMetaDBPageAnswersCorrupt: a data queue whose meta.db has one page damaged
+// (each in turn: open passes over most of them, and a read of the schema, the manifest,
+// the tail or the consumption meets the damage mid-query) answers 500 with the typed
+// corrupt error and its message in words, wherever the damage is met. Before, only the
+// errors of opening meta.db were typed: SQLite's "database disk image is malformed" met
+// by a later query answered 500 internal, "internal error" (persist's IsCorrupt now
+// recognises it in one place, record.Code).
+func TestDamagedMetaDBPageAnswersCorrupt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := setup(t, &server.Config{DataDir: dir})
+	var records strings.Builder
+	records.WriteString(`{"records": [`)
+	for i := range 500 {
+		if i > 0 {
+			records.WriteString(",")
+		}
+		fmt.Fprintf(&records, `{"x": %d, "s": "text enough to fill a few pages of the catalog"}`, i)
+	}
+	records.WriteString(`]}`)
+	r := b.do(t, "POST", D+"/records", api.ContentTypeJSON, []byte(records.String()), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.NoError(t, b.srv.Close(context.Background()))
+	path := filepath.Join(dir, "default", "rollouts", "meta.db")
+	clean, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	const page = 4096
+	refused := 0
+	for p := 1; p*page < len(clean); p++ {
+		damaged := append([]byte(nil), clean...)
+		for i := p * page; i < min((p+1)*page, len(damaged)); i++ {
+			damaged[i] = 0xa5
+		}
+		require.NoError(t, os.WriteFile(path, damaged, 0o600))
+		b2 := setup(t, &server.Config{DataDir: dir})
+		for _, call := range []struct{ path, body string }{
+			{"/data", `{"indexes": [0, 1]}`},
+			{"/meta", `{"task": "t", "fields": ["x"], "batch_size": 4}`},
+			{"/records", `{"records": [{"x": 1, "s": "a"}]}`},
+		} {
+			r := b2.do(t, "POST", D+call.path, api.ContentTypeJSON, []byte(call.body), "")
+			if r.status == 200 {
+				continue
+			}
+			refused++
+			var body api.DataErrorBody
+			require.NoError(t, json.Unmarshal(r.body, &body), "%s", r.body)
+			require.Equal(t, "corrupt", body.Code, "page %d damaged, %s: %s", p, call.path, r.body)
+			require.Equal(t, 500, r.status)
+			require.Contains(t, body.Message, "stored state is damaged")
+		}
+		_ = b2.srv.Close(context.Background()) // its close may meet the damage too
+	}
+	require.NotZero(t, refused, "some damage is met")
 }

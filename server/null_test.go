@@ -107,8 +107,9 @@ func TestNullRequiredRefused(t *testing.T) {
 				eb := send().requireError(t, 400, "invalid")
 				require.NotNil(t, eb.Details, name)
 				require.Equal(t, tc.field, eb.Details.Field, "%s: %s", name, eb.Message)
-				null := map[string]string{"json": "null", "msgpack": "nil"}[name]
-				require.Contains(t, eb.Message, "got "+null, name)
+				// "null" in both codecs: "nil" reads to a Python SDK user (msgpack) as Go's.
+				require.Contains(t, eb.Message, "got null", name)
+				require.NotContains(t, eb.Message, "nil", name)
 			}
 		})
 	}

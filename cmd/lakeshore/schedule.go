@@ -33,6 +33,7 @@ See docs/semantics.md, "Schedules".`,
 func newScheduleAddCmd(a *app) *cobra.Command {
 	var (
 		queue, payload, file, timeZone, catchUp string
+		concurrencyKey                          string
 		every, attemptTimeout                   time.Duration
 		priority                                float64
 		maxAttempts                             int
@@ -106,7 +107,7 @@ applies only when it creates the schedule), its skip record and, with the same r
 			defer d.Close()
 			sc, err := q.Schedule(c.Context(), args[0], value, &lakeshore.ScheduleOptions{Cron: cron, Every: every,
 				TimeZone: timeZone, CatchUp: lakeshore.CatchUp(catchUp), Paused: paused, Priority: priority,
-				MaxAttempts: maxAttempts, AttemptTimeout: attemptTimeout, KeepState: keepState})
+				MaxAttempts: maxAttempts, AttemptTimeout: attemptTimeout, KeepState: keepState, ConcurrencyKey: concurrencyKey})
 			if err != nil {
 				return withFlag(err, scheduleFlags)
 			}
@@ -136,6 +137,8 @@ applies only when it creates the schedule), its skip record and, with the same r
 	f.Float64Var(&priority, "priority", 0, "priority of every fire")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "claims before a fire fails, 1 to 10000 (default 3)")
 	f.DurationVar(&attemptTimeout, "attempt-timeout", 0, "bound one running attempt of a fire (default none)")
+	f.StringVar(&concurrencyKey, "concurrency-key", "",
+		"concurrency key of every fire (e.g. a tenant): the queue's per-key limits, weights and rates apply to the fires (default: none)")
 	return c
 }
 
@@ -178,6 +181,9 @@ func scheduleJSON(sc *lakeshore.Schedule) map[string]any {
 	}
 	if len(sc.Metadata) > 0 {
 		out["metadata"] = sc.Metadata
+	}
+	if sc.ConcurrencyKey != "" {
+		out["concurrency_key"] = sc.ConcurrencyKey
 	}
 	if sc.Skipped > 0 {
 		out["skipped"] = sc.Skipped
@@ -336,5 +342,5 @@ func newSchedulePauseCmd(a *app, paused bool) *cobra.Command {
 // and Python names), to the flags of `lakeshore schedule add` that set them.
 var scheduleFlags = map[string]string{
 	"every": "--every", "time_zone": "--time-zone", "catch_up": "--catch-up", "priority": "--priority",
-	"max_attempts": "--max-attempts", "attempt_timeout": "--attempt-timeout",
+	"max_attempts": "--max-attempts", "attempt_timeout": "--attempt-timeout", "concurrency_key": "--concurrency-key",
 }

@@ -143,3 +143,28 @@ func TestScheduleAddKeepState(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleAddConcurrencyKey: `schedule add --concurrency-key` stores a key that every
+// fire carries (a schedule per tenant, each under its key's limit); it is listed with the
+// schedule, and a bad key exits 2 naming the flag. Before 2026-12-07 there was no such
+// flag: a schedule's fires had no key.
+func TestScheduleAddConcurrencyKey(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]*cli{"embedded": newCLI(t), "http": newHTTPCLI(t)} {
+		t.Run(name, func(t *testing.T) {
+			c.t = t
+			var added map[string]any
+			require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "schedule", "add", "tenant-a", "--every", "1h",
+				"--queue", "eval", "--concurrency-key", "tenant-a")), &added))
+			require.Equal(t, "tenant-a", added["concurrency_key"])
+			var list []map[string]any
+			require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "schedule", "list")), &list))
+			require.Len(t, list, 1)
+			require.Equal(t, "tenant-a", list[0]["concurrency_key"])
+			_, stderr, code := c.run("", "schedule", "add", "bad", "--every", "1h", "--queue", "eval",
+				"--concurrency-key", strings.Repeat("k", 257))
+			require.Equal(t, 2, code, stderr)
+			require.Contains(t, stderr, "--concurrency-key")
+		})
+	}
+}

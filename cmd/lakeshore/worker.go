@@ -125,7 +125,7 @@ signal stops the running commands, and their jobs are retried.`,
 	f.IntVarP(&o.Concurrency, "concurrency", "c", 1, "commands run at once")
 	f.BoolVar(&o.Once, "once", false, "handle exactly one job, then exit")
 	f.IntVar(&o.MaxJobs, "max-jobs", 0, "exit after this many jobs (0: no limit)")
-	f.BoolVar(&o.ExitWhenIdle, "exit-when-idle", false, "exit when the queues are empty and nothing runs (a job held back by its concurrency key counts; delayed ones do not)")
+	f.BoolVar(&o.ExitWhenIdle, "exit-when-idle", false, "exit when the queues are empty and nothing runs (a job held back by its concurrency key counts, and so does one a handler answered \"slow down\"; jobs submitted with a delay, or waiting out a retry backoff, do not)")
 	f.DurationVar(&o.LeaseTTL, "lease", lakeshore.LeaseTTLDefault, "lease of each claim, heartbeated every third")
 	f.StringVar(&o.ID, "id", "", "worker id in 'lakeshore workers' (default: a new ULID)")
 	f.DurationVar(&spec.timeout, "timeout", 0, "per-job timeout: stop the command after this long (0: none)")

@@ -20,6 +20,7 @@ type scheduleSpec struct {
 	MaxAttempts    int               `json:"max_attempts,omitempty"`
 	AttemptTimeout int64             `json:"attempt_timeout_ms,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
+	ConcurrencyKey string            `json:"concurrency_key,omitempty"`
 	CatchUp        plane.CatchUp     `json:"catch_up,omitempty"`
 	// The plane's skip record (plane.Schedule.Skipped, LastSkip, LastSkipReason): kept in
 	// the spec, so a replacing ScheduleSet starts it again.
@@ -33,7 +34,7 @@ type scheduleSpec struct {
 func EncodeSchedule(s *plane.Schedule) []byte {
 	b, _ := json.Marshal(scheduleSpec{Queue: s.Queue, Cron: s.Cron, EveryMS: s.Every.Milliseconds(),
 		TimeZone: s.TimeZone, Payload: s.Payload, Priority: s.Priority, MaxAttempts: s.MaxAttempts,
-		AttemptTimeout: s.AttemptTimeout.Milliseconds(), Metadata: s.Metadata, CatchUp: s.CatchUp,
+		AttemptTimeout: s.AttemptTimeout.Milliseconds(), Metadata: s.Metadata, ConcurrencyKey: s.ConcurrencyKey, CatchUp: s.CatchUp,
 		Skipped: s.Skipped, LastSkipMS: ToMS(s.LastSkip), LastSkipReason: s.LastSkipReason})
 	return b // plain fields always encode
 }
@@ -58,7 +59,7 @@ func (r *ScheduleRow) Schedule() (*plane.Schedule, error) {
 		Every: time.Duration(sp.EveryMS) * time.Millisecond, TimeZone: sp.TimeZone, Payload: sp.Payload,
 		Priority: sp.Priority, MaxAttempts: sp.MaxAttempts,
 		AttemptTimeout: time.Duration(sp.AttemptTimeout) * time.Millisecond, Metadata: sp.Metadata,
-		CatchUp: sp.CatchUp, Paused: r.Paused, NextFire: FromMS(r.NextMS).UTC(), LastFire: utc(FromMS(r.LastMS)),
+		ConcurrencyKey: sp.ConcurrencyKey, CatchUp: sp.CatchUp, Paused: r.Paused, NextFire: FromMS(r.NextMS).UTC(), LastFire: utc(FromMS(r.LastMS)),
 		LastID: r.LastID, CreatedAt: utc(FromMS(r.CreatedMS)), UpdatedAt: utc(FromMS(r.UpdatedMS)),
 		Skipped: sp.Skipped, LastSkip: utc(FromMS(sp.LastSkipMS)), LastSkipReason: sp.LastSkipReason}, nil
 }
@@ -71,7 +72,8 @@ func utc(t time.Time) time.Time {
 }
 
 // ScheduleSetRow is the row ScheduleSet writes for s at the plane's clock reading now:
-// the spec, and the next fire (the first tick after now; none while paused). A replaced
+// the spec, and the next fire (the first tick after now; none while paused; a replace then
+// keeps a due tick: ScheduleKeepDue). A replaced
 // schedule keeps its created time, last fire and last id (the driver's upsert leaves them).
 // Errors: *plane.InvalidError (s.Validate, or a rule with no tick ahead).
 func ScheduleSetRow(s *plane.Schedule, now time.Time) (*ScheduleRow, error) {
@@ -117,6 +119,27 @@ func ScheduleKeepRow(row *ScheduleRow, s *plane.Schedule, found *ScheduleRow, no
 			return err
 		}
 		row.NextMS = next.UnixMilli()
+	}
+	return nil
+}
+
+// ScheduleKeepDue keeps, in row (ScheduleSetRow's for a plain set of s at now), the next
+// fire of the stored schedule found when that tick is due (at or before now: maintenance
+// has not fired it yet), found is not paused, s is not paused and the rule is unchanged
+// (plane.Schedule.SameRule): a replace made at a tick's instant, or after it within the
+// maintenance interval, then fires that tick (and the ticks missed before it, by s's
+// CatchUp) instead of dropping it, which the first tick after now did. Errors: found's
+// spec unreadable.
+func ScheduleKeepDue(row *ScheduleRow, s *plane.Schedule, found *ScheduleRow, now time.Time) error {
+	if s.Paused || found.Paused || found.NextMS <= 0 || found.NextMS > now.UnixMilli() {
+		return nil
+	}
+	stored, err := found.Schedule()
+	if err != nil {
+		return err
+	}
+	if stored.SameRule(s) {
+		row.NextMS = found.NextMS
 	}
 	return nil
 }

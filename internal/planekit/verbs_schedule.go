@@ -62,6 +62,11 @@ func (v Verbs) ScheduleSet(ctx context.Context, s *plane.Schedule) (*plane.Sched
 					}
 				}
 			}
+			if !s.KeepState && getErr == nil {
+				if err := ScheduleKeepDue(row, s, found, t.Now()); err != nil {
+					return err, nil
+				}
+			}
 			ms := t.Now().UnixMilli()
 			stored, err := ScanSchedule(t.QueryRow(set, row.Namespace, row.Name, row.Spec, row.Paused, row.NextMS, ms))
 			if NoRows(err) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -42,14 +43,56 @@ var (
 var sentinels = []*plane.Error{ErrClosed, ErrInvalid, ErrSchema, ErrUnsupportedValue, ErrNotFound, ErrTimeout, ErrCorrupt}
 
 // Code returns the stable code of err: the code of the first persist sentinel it
-// matches, else plane.Code(err) ("internal" for an error without one).
+// matches, else "corrupt" for a storage engine's own error of damaged data (a test
+// registered by RegisterCorrupt says so), else plane.Code(err) ("internal" for an error
+// without one).
 func Code(err error) string {
 	for _, s := range sentinels {
 		if errors.Is(err, s) {
 			return s.Code
 		}
 	}
+	if IsCorrupt(err) {
+		return ErrCorrupt.Code
+	}
 	return plane.Code(err)
+}
+
+// corruptTests are the tests RegisterCorrupt took.
+var corruptTests struct {
+	sync.RWMutex
+	fns []func(error) bool
+}
+
+// RegisterCorrupt adds test, which recognises the error of a store's storage engine for
+// damaged data (the file store's SQLite answering SQLITE_CORRUPT or SQLITE_NOTADB), to
+// what IsCorrupt and Code read: a store package registers its engine's test once (in
+// init), and the damage met by any of its queries, at open or long after, has the code
+// "corrupt" in this one place rather than at each query (where it had "internal", the
+// server's 500 "internal error", saying nothing of what was wrong).
+func RegisterCorrupt(test func(error) bool) {
+	corruptTests.Lock()
+	defer corruptTests.Unlock()
+	corruptTests.fns = append(corruptTests.fns, test)
+}
+
+// IsCorrupt reports whether err matches ErrCorrupt or is an error of damaged data by a
+// test RegisterCorrupt took.
+func IsCorrupt(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrCorrupt) {
+		return true
+	}
+	corruptTests.RLock()
+	defer corruptTests.RUnlock()
+	for _, test := range corruptTests.fns {
+		if test(err) {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrorFromCode rebuilds an error that errors.Is-matches the persist sentinel with

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/persist"
 )
@@ -105,3 +106,8 @@ func loadSchema(ctx context.Context, q queryer) (persist.Schema, error) {
 	}
 	return s, rows.Err()
 }
+
+// SQLite's own error for a damaged meta.db (SQLITE_CORRUPT, SQLITE_NOTADB) has the code
+// "corrupt" wherever a query meets it (persist.Code, persist.IsCorrupt): at open, where
+// corruptDB also wraps it, and in any later call, which answered "internal" before.
+func init() { record.RegisterCorrupt(sqlitedb.IsCorrupt) }

@@ -329,6 +329,80 @@ func testSchedules(t *testing.T, s *suite) {
 		require.True(t, start.Before(b.now()))
 	})
 
+	t.Run("PlainSetKeepsDueTick", func(t *testing.T) {
+		// A plain set (no KeepState) replacing a schedule with the same rule, made at a
+		// tick's instant or after it but before maintenance fired it, keeps that due tick:
+		// it fires once, with the set's payload. Before, the set's next fire was the first
+		// tick after now, and the tick the replaced schedule owed was dropped. Not a
+		// paused one's (its ticks are skipped), nor a changed rule's (a new rule starts at
+		// its first tick after now).
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		for _, after := range []time.Duration{0, 100 * time.Millisecond} {
+			name := "due-" + strconv.Itoa(int(after.Milliseconds()))
+			set(t, b, plane.Schedule{Name: name, Every: time.Minute, Payload: []byte("old")})
+			start := b.now()
+			tick := start.Truncate(time.Minute).Add(time.Minute)
+			b.advance(tick.Sub(start) + after)
+			again := set(t, b, plane.Schedule{Name: name, Every: time.Minute, Payload: []byte("new")})
+			requireTime(t, tick, again.NextFire, name+": the due tick stays the next fire")
+			maintain(t, b)
+			got := fires(t, b, name)
+			require.Len(t, got, 1, "%s: the due tick fired once", name)
+			inv := b.get(t, got[0].ID)
+			require.Equal(t, plane.ScheduleKey(name, tick), inv.Key, name)
+			require.Equal(t, []byte("new"), inv.Payload, "%s: with the set's payload", name)
+			requireTime(t, tick.Add(time.Minute), get(t, b, name).NextFire, name+": then the next tick")
+		}
+		// A changed rule starts at its own first tick after now; a paused schedule's due
+		// tick is not kept (no tick fires while paused).
+		set(t, b, plane.Schedule{Name: "moved", Every: time.Minute})
+		set(t, b, plane.Schedule{Name: "paused", Every: time.Minute})
+		_, _, err := b.drv.SchedulePause(b.ctx, b.ns, "paused", true)
+		must(t, err, "pause")
+		start := b.now()
+		tick := start.Truncate(time.Minute).Add(time.Minute)
+		b.advance(tick.Sub(start))
+		moved := set(t, b, plane.Schedule{Name: "moved", Every: 2 * time.Minute})
+		require.True(t, moved.NextFire.After(tick), "a changed rule does not fire the old rule's due tick")
+		resumed := set(t, b, plane.Schedule{Name: "paused", Every: time.Minute})
+		require.True(t, resumed.NextFire.After(tick), "a paused schedule owes no tick")
+		maintain(t, b)
+		require.Empty(t, fires(t, b, "moved"))
+		require.Empty(t, fires(t, b, "paused"))
+	})
+
+	t.Run("ConcurrencyKey", func(t *testing.T) {
+		// A schedule's concurrency key is every fire's: a schedule per tenant, each
+		// tenant's fires under its key's limit. Stored and listed with the schedule, and
+		// checked as a submit's (1–256 bytes of UTF-8 without NUL). Before 2026-12-07 a
+		// schedule had no key: its fires ran outside every per-key limit.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
+		for _, tenant := range []string{"tenant-a", "tenant-b"} {
+			sc := set(t, b, plane.Schedule{Name: tenant, Every: time.Minute, CatchUp: plane.CatchUpAll, ConcurrencyKey: tenant})
+			require.Equal(t, tenant, sc.ConcurrencyKey, "answered as stored")
+			require.Equal(t, tenant, get(t, b, tenant).ConcurrencyKey, "listed")
+		}
+		b.advance(2 * time.Minute) // two ticks of each: four fires, two per key
+		maintain(t, b)
+		for _, tenant := range []string{"tenant-a", "tenant-b"} {
+			got := fires(t, b, tenant)
+			require.Len(t, got, 2, tenant)
+			for _, inv := range got {
+				require.Equal(t, tenant, b.get(t, inv.ID).ConcurrencyKey, "a fire carries its schedule's key")
+			}
+		}
+		jobs := b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, Worker: "worker-1", Max: 4})
+		require.Len(t, jobs, 2, "one fire per key runs at once (the key's limit of 1)")
+		require.ElementsMatch(t, []string{"tenant-a", "tenant-b"}, []string{jobs[0].ConcurrencyKey, jobs[1].ConcurrencyKey})
+
+		_, err := b.drv.ScheduleSet(b.ctx, &plane.Schedule{Namespace: b.ns, Name: "bad", Queue: b.q, Every: time.Minute,
+			ConcurrencyKey: "a\x00b"})
+		requireInvalid(t, err, "concurrency_key")
+	})
+
 	t.Run("ReplaceListDelete", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

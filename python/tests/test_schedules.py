@@ -82,6 +82,19 @@ def test_schedule_invalid(every_plane: HttpDispatch, qname: str) -> None:
     assert not [s for s in schedules(d.namespace, dispatch=d) if s.name == qname]
 
 
+def test_none_where_a_value_is_required_says_null(every_plane: HttpDispatch, qname: str) -> None:
+    """A None the server refuses is named null (what Python users and JSON call it), never
+    "nil": before, msgpack bodies (the SDK's) were answered "want a string, got nil", Go's
+    word leaking into a Python error."""
+    d = every_plane
+    for kw, field in (({"queue": None}, "queue"), ({"metadata": {"team": None}}, "metadata.team")):
+        args = {"queue": qname, "every": 60, "dispatch": d, **kw}
+        with pytest.raises(InvalidError, match=r"want a string, got null") as e:
+            set_schedule(qname, **args)  # type: ignore[arg-type]
+        assert e.value.field == field and "nil" not in str(e.value)
+    assert not [s for s in schedules(d.namespace, dispatch=d) if s.name == qname]
+
+
 def test_interval_schedule_fires(every_plane: HttpDispatch, qname: str) -> None:
     d = every_plane
     info = set_schedule(qname, qname, {"n": 1}, every=1, dispatch=d)
@@ -100,6 +113,28 @@ def test_interval_schedule_fires(every_plane: HttpDispatch, qname: str) -> None:
                 break
             time.sleep(0.05)
         assert last.last_fire is not None and last.last_id
+    finally:
+        remove_schedule(qname, dispatch=d)
+
+
+def test_schedule_concurrency_key(every_plane: HttpDispatch, qname: str) -> None:
+    """A schedule's ``concurrency_key`` is every fire's (a schedule per tenant, each under its
+    key's limit): stored, listed, carried by the fire's job; a bad key is refused naming it.
+    Before 2026-12-07 set_schedule and @schedule had no such argument."""
+    d = every_plane
+    with pytest.raises(InvalidError, match="concurrency_key") as e:
+        set_schedule(qname, qname, every=60, concurrency_key="k" * 257, dispatch=d)
+    assert e.value.field == "concurrency_key"
+    info = set_schedule(qname, qname, {"n": 1}, every=1, concurrency_key="tenant-a", dispatch=d)
+    try:
+        assert info.concurrency_key == "tenant-a"
+        assert [s.concurrency_key for s in schedules(d.namespace, dispatch=d) if s.name == qname] == ["tenant-a"]
+        q = SyncQueue(qname, dispatch=d)
+        job = q.claim(wait=10)
+        assert job is not None, "a fire within a few seconds"
+        assert (job.key or "").startswith(f"schedule/{qname}/")
+        assert q.get(job.id).concurrency_key == "tenant-a", "the fire carries the schedule's key"
+        q.ack(job)
     finally:
         remove_schedule(qname, dispatch=d)
 

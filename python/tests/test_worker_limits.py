@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lakeshore import Admission, HttpDispatch, InvalidError, SyncQueue, run_worker, udf
+from lakeshore import Admission, HttpDispatch, InvalidError, RateLimited, SyncQueue, run_worker, udf
 from lakeshore.schedules import remove_schedule, schedules, set_schedule
 
 from .conftest import Server
@@ -100,6 +100,42 @@ def test_exit_when_idle_waits_for_jobs_a_key_rate_limit_holds_back(
     assert run_worker(dispatch, queues={qname: body}, concurrency=concurrency, exit_when_idle=True, handle_signals=False) == 4
     assert sorted(body.calls) == [0, 1, 2, 3]
     assert q.count("queued") == 0 and q.count("succeeded") == 4
+
+
+@pytest.mark.parametrize("key", [None, "tenant"])
+def test_exit_when_idle_waits_for_a_job_it_slowed_down(dispatch: HttpDispatch, qname: str, key: str | None) -> None:
+    """A job the body answered "slow down" (RateLimited, with a key or without) is only
+    delayed: the worker runs it again when the delay ends, then returns. Before, it
+    returned at its next empty claim and left the job queued with no worker. Go:
+    TestRunWorker/ExitWhenIdleWaitsForItsSlowDown."""
+    q = SyncQueue(qname, dispatch=dispatch)
+    inv = q.submit("x", concurrency_key="tenant", max_attempts=1)
+    runs: list[str] = []
+
+    def body(x: str) -> str:
+        runs.append(x)
+        if len(runs) == 1:
+            raise RateLimited(0.3, key=key)
+        return "ok"
+
+    assert run_worker(dispatch, queues={qname: body}, exit_when_idle=True, handle_signals=False) == 2
+    assert runs == ["x", "x"] and q.get(inv).state == "succeeded"
+
+
+def test_exit_when_idle_leaves_a_slowed_down_job_of_a_paused_queue(dispatch: HttpDispatch, qname: str) -> None:
+    """In a queue paused meanwhile a slowed-down job does not keep the worker, as no other
+    job of a paused queue does (nothing claims it until the queue is resumed)."""
+    q = SyncQueue(qname, dispatch=dispatch)
+    inv = q.submit("x", max_attempts=1)
+    runs: list[str] = []
+
+    def body(x: str) -> str:
+        runs.append(x)
+        q.pause()
+        raise RateLimited(0.3)
+
+    assert run_worker(dispatch, queues={qname: body}, exit_when_idle=True, handle_signals=False) == 1
+    assert runs == ["x"] and q.get(inv).state == "queued", "left for a resume"
 
 
 def test_exit_when_idle_claims_after_its_check(

@@ -55,6 +55,7 @@ class ScheduleInfo:
         next_fire: the next tick it fires (None while paused).
         last_fire: the tick it last fired (None: never); ``last_id`` that fire's invocation.
         priority, max_attempts, attempt_timeout, metadata: the options of every fire.
+        concurrency_key: every fire's concurrency key (None: none).
         skipped: the ticks skipped because the queue was at its max depth since the
             schedule was last set; ``last_skip`` the last one (None: none) and
             ``last_skip_reason`` why.
@@ -78,6 +79,7 @@ class ScheduleInfo:
     max_attempts: int = 0
     attempt_timeout: float = 0.0
     metadata: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    concurrency_key: str | None = None
     skipped: int = 0
     last_skip: datetime | None = None
     last_skip_reason: str = ""
@@ -105,6 +107,7 @@ def _info(a: Mapping[str, Any]) -> ScheduleInfo:
         max_attempts=int(a.get("max_attempts") or 0),
         attempt_timeout=float(a.get("attempt_timeout") or 0),
         metadata=dict(a.get("metadata") or {}),
+        concurrency_key=str(a["concurrency_key"]) if a.get("concurrency_key") else None,
         skipped=int(a.get("skipped") or 0),
         last_skip=t("last_skip"),
         last_skip_reason=str(a.get("last_skip_reason") or ""),
@@ -131,6 +134,7 @@ def set_schedule(
     max_attempts: int = 0,
     attempt_timeout: float | None = None,
     metadata: Mapping[str, str] | None = None,
+    concurrency_key: str | None = None,
     keep_state: bool = False,
     dispatch: Dispatch | None = None,
 ) -> ScheduleInfo:
@@ -139,6 +143,10 @@ def set_schedule(
     default UTC) or of ``every`` seconds (at least 1; ticks at its multiples since the Unix
     epoch), the plane submits ``payload`` to ``queue`` once, with the key
     ``schedule/NAME/TICK``. Returns the schedule as stored (``next_fire`` set).
+
+    With ``concurrency_key`` (a tenant, say; None or ``""``: none) every fire carries that
+    key, as a submit's ``concurrency_key``: the queue's per-key limits, weights and rates
+    apply to the fires (a schedule per tenant, each tenant's fires under its key's limit).
 
     With ``keep_state=True`` (a declaration, as :func:`schedule` makes at import) an
     existing schedule of the name keeps the plane's state of it: its paused flag (``paused``
@@ -160,6 +168,7 @@ def set_schedule(
         ("catch_up", catch_up),
         ("attempt_timeout", float(attempt_timeout) if attempt_timeout is not None else None),
         ("metadata", dict(metadata) if metadata else None),
+        ("concurrency_key", concurrency_key),
     ):
         if v:
             body[k] = v
@@ -226,6 +235,7 @@ def schedule(
     max_attempts: int = 0,
     attempt_timeout: float | None = None,
     metadata: Mapping[str, str] | None = None,
+    concurrency_key: str | None = None,
     dispatch: Dispatch | None = None,
 ) -> Callable[[F], F]:
     """Decorate a handler to declare a schedule for it when the decorator runs (at import):
@@ -268,6 +278,7 @@ def schedule(
             max_attempts=max_attempts,
             attempt_timeout=attempt_timeout,
             metadata=metadata,
+            concurrency_key=concurrency_key,
             keep_state=True,
             dispatch=dispatch,
         )

@@ -598,6 +598,10 @@ class _Worker:
         # one is — and whether a slot is reading the queues' stats for the others.
         self.exit_when_idle = exit_when_idle
         self.empty = [False] * len(self.claimers)
+        # exit_when_idle: the jobs a body answered "slow down" (RateLimited), by id: the core
+        # to read them with, their queue and when their delay ends (monotonic), until
+        # _handed_back_waits finds them claimed or ended (Go's Worker.handedBack).
+        self.handed_back: dict[str, tuple[QueueCore, str, float]] = {}
         self.claiming = 0
         self.idle_checking = False
         # The last idle check found nothing due; the worker drains only when the claims made
@@ -831,7 +835,8 @@ class _Worker:
         down" hold, or the key at its concurrency limit (``KeyStats.queued`` of the queue's
         stats; delayed jobs and those in a retry's backoff are not counted) — nor a schedule
         with a tick due that the plane's maintenance has not fired yet (it submits the fire
-        within its interval: ``next_fire`` not after now, not paused). What
+        within its interval: ``next_fire`` not after now, not paused), nor a job a body
+        answered "slow down" still waiting out its delay (:meth:`_handed_back_waits`). What
         ``exit_when_idle`` waits for besides empty claims: Go's ``Worker.queuesEmpty``."""
         served = set()
         for name, core in self.cores.items():
@@ -848,7 +853,31 @@ class _Worker:
             due = sc.get("next_fire")
             if sc.get("queue") in served and not sc.get("paused") and isinstance(due, datetime) and due <= now:
                 return False
-        return True
+        return not await self._handed_back_waits(served)
+
+    async def _handed_back_waits(self, served: set[str]) -> bool:
+        """Whether a job a body answered "slow down" (RateLimited) still waits out its
+        delay: the worker's unfinished work, not an idle queue, so ``exit_when_idle`` waits
+        for it. Before its due time without a read; after, while the job still reads as
+        queued (the plane's clock behind, its key at its limit). One claimed since (by any
+        worker), ended, or that the token may not read (the due time alone then decides)
+        is forgotten. One of a queue not in ``served`` (paused: no claim takes it until it
+        is resumed) does not count. Go's ``Worker.handedBackWaits``."""
+        now = time.monotonic()
+        waiting = {id: entry for id, entry in self.handed_back.items() if entry[1] in served}
+        if any(now < due for _, _, due in waiting.values()):
+            return True
+        for id, entry in waiting.items():
+            core = entry[0]
+            try:
+                inv = await core.get(id)
+                if inv.state == "queued":
+                    return True
+            except (errors.NotFoundError, errors.ForbiddenError, errors.UnauthorizedError):
+                pass
+            if self.handed_back.get(id) is entry:  # not handed back again since the read
+                del self.handed_back[id]
+        return False
 
     def stop_running(self, reason: str = "stopped by the worker's shutdown") -> None:
         """Stop the running jobs (they are released for a retry); ``reason`` is what their
@@ -1308,6 +1337,8 @@ class _Worker:
             body = _settle_body(job, "rate_limited", None, info, max(errors.rate_limited_delay(value.retry_after), 0.001))
             if value.key:
                 body["rate_limit_key"] = value.key
+            if self.exit_when_idle:
+                self.handed_back[job.id] = (core, job.queue, time.monotonic() + body["retry_delay"])
             return core, body, deadline, job
         return core, _settle_body(job, "retry", None, _error_info(value, job.attempt)), deadline, job
 
@@ -1789,9 +1820,10 @@ def run_worker(
             aside) has a job due now that only its concurrency key holds back (the key's
             rate limit or "slow down" hold, or the key at its concurrency limit) — such a
             job is work, so the worker claims again every 0.2 s until it runs it rather
-            than leave it with no worker. A job waiting out a delay or a retry's backoff
-            (a rate-limited job handed back included), or in a paused queue, does not keep
-            it. Its claims do not wait (``wait`` must be 0). Go's
+            than leave it with no worker. So does a job a body answered "slow down"
+            (``raise RateLimited``): only delayed, it runs again when its delay ends. A
+            job submitted with a delay or waiting out a retry's backoff, or in a paused
+            queue, does not keep it. Its claims do not wait (``wait`` must be 0). Go's
             ``WorkerOptions.ExitWhenIdle``, ``lakeshore worker --exit-when-idle``.
         max_jobs: return after this many jobs were claimed and settled (default None: no
             limit; an integer ≥ 1). The worker never claims beyond it, whatever the
