@@ -1,0 +1,394 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore"
+	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
+)
+
+// The tests of this file SIGKILL the processes of per-key flow control (concurrency keys,
+// a worker's "slow down"), schedules and dedup windows — `lakeshore serve`, `lakeshore
+// worker`, PostgreSQL — and check that no job is lost, none runs twice in one attempt, the
+// keys' counts equal a recount of the invocations, and every wait ends.
+
+// killable is a `lakeshore serve` on one target that can be SIGKILLed and started again on
+// the same address, so its clients and workers reach it again as they retry.
+type killable struct {
+	t      *testing.T
+	target string
+	addr   string
+	p      *servedProcess
+}
+
+// startKillable starts `lakeshore serve --target target` on a loopback port it then keeps.
+func startKillable(t *testing.T, target string) *killable {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	k := &killable{t: t, target: target, addr: addr}
+	k.p = startServe(t, target, "--addr", addr)
+	return k
+}
+
+func (k *killable) url() string { return "http://" + k.addr }
+
+// kill SIGKILLs the server and waits until it is gone.
+func (k *killable) kill() {
+	k.t.Helper()
+	require.NoError(k.t, k.p.cmd.Process.Signal(syscall.SIGKILL))
+	<-k.p.done
+}
+
+// restart starts the server again on its address and target.
+func (k *killable) restart() {
+	k.t.Helper()
+	k.p = startServe(k.t, k.target, "--addr", k.addr)
+}
+
+// open opens a client of the server that keeps retrying while it is down.
+func (k *killable) open(ctx context.Context) *lakeshore.Dispatch {
+	k.t.Helper()
+	d, err := lakeshore.Open(ctx, k.url(), &lakeshore.Config{HTTP: &httpplane.Config{MaxRetries: 1000}})
+	require.NoError(k.t, err)
+	k.t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// execWorker is a `lakeshore worker` child process.
+type execWorker struct {
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	done   chan struct{}
+}
+
+// startExecWorker starts `lakeshore --target url worker args…`.
+func startExecWorker(t *testing.T, url string, args ...string) *execWorker {
+	t.Helper()
+	w := &execWorker{cmd: exec.Command(binary, append([]string{"--target", url, "worker"}, args...)...),
+		stderr: &lockedBuffer{}, done: make(chan struct{})}
+	w.cmd.Stderr = w.stderr
+	require.NoError(t, w.cmd.Start())
+	go func() { w.cmd.Wait(); close(w.done) }()
+	t.Cleanup(func() {
+		w.cmd.Process.Signal(syscall.SIGKILL)
+		<-w.done
+	})
+	return w
+}
+
+func (w *execWorker) kill(t *testing.T) {
+	t.Helper()
+	require.NoError(t, w.cmd.Process.Signal(syscall.SIGKILL))
+	<-w.done
+}
+
+// jobLog reads DIR/log, the lines the jobs' commands append: "start|end PAYLOAD ID ATTEMPT".
+type jobRun struct {
+	event, payload, id string
+	attempt            int
+}
+
+func readJobLog(t *testing.T, dir string) []jobRun {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "log"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	defer f.Close()
+	var runs []jobRun
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 4 {
+			continue // a line being appended
+		}
+		n, err := strconv.Atoi(fields[3])
+		require.NoError(t, err)
+		runs = append(runs, jobRun{fields[0], fields[1], fields[2], n})
+	}
+	return runs
+}
+
+// keyedCommand is a worker's command for payloads "KEY-N": it logs its start, waits for
+// DIR/go (sleeping a little after it, so the runs of a key overlap if a claim starts more
+// than the limit), and logs its end.
+func keyedCommand(dir string) []string {
+	return []string{"--", "sh", "-c", `echo "start $1 $LAKESHORE_JOB_ID $LAKESHORE_ATTEMPT" >> "$0/log"
+while [ ! -f "$0/go" ]; do sleep 0.02; done
+sleep 0.05
+echo "end $1 $LAKESHORE_JOB_ID $LAKESHORE_ATTEMPT" >> "$0/log"`, dir, "{}"}
+}
+
+// recount compares the key stats of q with a count of its invocations, keyed, claimable
+// (queued and due) and running, until they agree, and returns them.
+func recountKeys(t *testing.T, ctx context.Context, q *lakeshore.Queue) map[string][2]int64 {
+	t.Helper()
+	var stats, counted map[string][2]int64
+	agree := func() bool {
+		keys, err := q.ConcurrencyKeys(ctx)
+		if err != nil {
+			return false
+		}
+		stats = map[string][2]int64{}
+		for _, k := range keys {
+			stats[k.Key] = [2]int64{k.Queued, k.Running}
+		}
+		counted = map[string][2]int64{}
+		now := time.Now()
+		for inv, err := range q.All(ctx, nil) {
+			if err != nil {
+				return false
+			}
+			if inv.ConcurrencyKey == "" {
+				continue
+			}
+			c := counted[inv.ConcurrencyKey]
+			switch {
+			case inv.State == lakeshore.StateRunning:
+				c[1]++
+			case inv.State == lakeshore.StateQueued && !inv.AvailableAt.After(now):
+				c[0]++
+			default:
+				continue
+			}
+			counted[inv.ConcurrencyKey] = c
+		}
+		for k, c := range stats { // a key kept for its rate state only counts nothing
+			if c == [2]int64{} {
+				delete(stats, k)
+			}
+		}
+		return fmt.Sprint(stats) == fmt.Sprint(counted)
+	}
+	require.Eventually(t, agree, 30*time.Second, 20*time.Millisecond, "key stats %v equal a recount %v", stats, counted)
+	return stats
+}
+
+// maxOverlap is the largest number of runs of one key that logged a start and no end yet,
+// over the runs that logged both (a run killed with its worker logs no end).
+func maxOverlap(runs []jobRun) map[string]int {
+	ended := map[string]bool{}
+	for _, r := range runs {
+		if r.event == "end" {
+			ended[fmt.Sprint(r.id, r.attempt)] = true
+		}
+	}
+	open, most := map[string]int{}, map[string]int{}
+	for _, r := range runs {
+		if !ended[fmt.Sprint(r.id, r.attempt)] {
+			continue
+		}
+		key, _, _ := strings.Cut(r.payload, "-")
+		if r.event == "start" {
+			open[key]++
+			most[key] = max(most[key], open[key])
+		} else {
+			open[key]--
+		}
+	}
+	return most
+}
+
+// checkOnceEach checks that every job of ids succeeded, that no attempt of a job logged two
+// ends, and that the attempt that succeeded is the one that logged the last end.
+func checkOnceEach(t *testing.T, ctx context.Context, q *lakeshore.Queue, ids []string, runs []jobRun) (rerun int) {
+	t.Helper()
+	ends := map[string][]int{}
+	for _, r := range runs {
+		if r.event == "end" {
+			ends[r.id] = append(ends[r.id], r.attempt)
+		}
+	}
+	for _, id := range ids {
+		inv, err := q.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, lakeshore.StateSucceeded, inv.State, "job %s", id)
+		e := ends[id]
+		require.NotEmpty(t, e, "job %s logged an end", id)
+		require.Len(t, slices.Compact(slices.Sorted(slices.Values(e))), len(e), "job %s: no attempt ran to its end twice: %v", id, e)
+		require.Equal(t, inv.Attempt, slices.Max(e), "job %s: the attempt that succeeded ran last", id)
+		if len(e) > 1 || inv.Attempt > 1 {
+			rerun++
+		}
+	}
+	return rerun
+}
+
+// keyedRig is a queue "k" with concurrency limit 2 and 12 jobs, 6 of key a and 6 of key b.
+type keyedRig struct {
+	q   *lakeshore.Queue
+	ids []string
+	dir string
+}
+
+const keyedLimit = 2
+
+func newKeyedRig(t *testing.T, ctx context.Context, d *lakeshore.Dispatch) *keyedRig {
+	t.Helper()
+	q, err := d.Queue("k", nil)
+	require.NoError(t, err)
+	require.NoError(t, q.SetAdmission(ctx, lakeshore.Admission{ConcurrencyLimit: keyedLimit}))
+	r := &keyedRig{q: q, dir: t.TempDir()}
+	for i := range 6 {
+		for _, key := range []string{"a", "b"} {
+			id, err := q.Submit(ctx, fmt.Sprintf("%s-%d", key, i), &lakeshore.SubmitOptions{ConcurrencyKey: key, MaxAttempts: 10})
+			require.NoError(t, err)
+			r.ids = append(r.ids, id)
+		}
+	}
+	return r
+}
+
+// waitRunning waits until every key runs its limit of jobs (their commands logged a start).
+func (r *keyedRig) waitRunning(t *testing.T, ctx context.Context) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		keys, err := r.q.ConcurrencyKeys(ctx)
+		if err != nil || len(keys) != 2 {
+			return false
+		}
+		for _, k := range keys {
+			if k.Running != keyedLimit {
+				return false
+			}
+		}
+		return len(readJobLog(t, r.dir)) >= 2*keyedLimit
+	}, 30*time.Second, 10*time.Millisecond)
+}
+
+// finish lets the commands end, waits until every job succeeded, and checks the runs.
+func (r *keyedRig) finish(t *testing.T, ctx context.Context) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(r.dir, "go"), nil, 0o600))
+	require.Eventually(t, func() bool {
+		n, err := r.q.Count(ctx, lakeshore.StateSucceeded)
+		return err == nil && n == int64(len(r.ids))
+	}, 60*time.Second, 20*time.Millisecond)
+	runs := readJobLog(t, r.dir)
+	rerun := checkOnceEach(t, ctx, r.q, r.ids, runs)
+	for key, most := range maxOverlap(runs) {
+		require.LessOrEqual(t, most, keyedLimit, "key %s never ran more than its limit at once", key)
+	}
+	require.Empty(t, recountKeys(t, ctx, r.q), "no key counts a job once all ended")
+	t.Logf("%d jobs succeeded, %d of them run again after the kill", len(r.ids), rerun)
+}
+
+// keyedTargets are the planes the keyed kill tests run on: a SQLite file and PostgreSQL.
+func keyedTargets(t *testing.T) map[string]func(t *testing.T) string {
+	return map[string]func(t *testing.T) string{
+		"SQLite":     func(t *testing.T) string { return filepath.Join(t.TempDir(), "plane.db") },
+		"PostgreSQL": func(t *testing.T) string { return pgtest.Database(t) },
+	}
+}
+
+// TestKeyedWorkerKilled: a worker holding the leases of a concurrency key's limit of jobs
+// (2 of key a, 2 of key b) is SIGKILLed. Once the leases expire the keys count no running
+// job (their stats equal a recount of the invocations: none stuck at the limit), a second
+// worker runs every job to success, no key ever runs more than its limit at once, no
+// attempt runs twice, and no key counts anything at the end.
+func TestKeyedWorkerKilled(t *testing.T) {
+	for name, target := range keyedTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			s := startKillable(t, target(t))
+			r := newKeyedRig(t, ctx, s.open(ctx))
+			w := startExecWorker(t, s.url(), append([]string{"k", "--concurrency", "8", "--lease", "1s"}, keyedCommand(r.dir)...)...)
+			r.waitRunning(t, ctx)
+			w.kill(t)
+			require.Eventually(t, func() bool {
+				stats := recountKeys(t, ctx, r.q)
+				return stats["a"] == [2]int64{6, 0} && stats["b"] == [2]int64{6, 0}
+			}, 30*time.Second, 20*time.Millisecond, "the dead worker's leases expire and free their keys")
+			startExecWorker(t, s.url(), append([]string{"k", "--concurrency", "8", "--lease", "3s"}, keyedCommand(r.dir)...)...)
+			r.finish(t, ctx)
+		})
+	}
+}
+
+// TestKeyedServerKilled: `lakeshore serve` is SIGKILLed while a worker holds the limit of
+// two concurrency keys and kept down until their leases ended, then SIGKILLed again
+// mid-burn-down, and started again on the same file or database each time. The keys' stats equal a recount of the invocations after each
+// restart, every job succeeds, no attempt runs twice, and no key runs over its limit.
+func TestKeyedServerKilled(t *testing.T) {
+	for name, target := range keyedTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			s := startKillable(t, target(t))
+			r := newKeyedRig(t, ctx, s.open(ctx))
+			startExecWorker(t, s.url(), append([]string{"k", "--concurrency", "8", "--lease", "2s"}, keyedCommand(r.dir)...)...)
+			r.waitRunning(t, ctx)
+			// The first kill outlasts the running jobs' leases: the restarted server finds
+			// them expired, and the worker's next heartbeat is answered lease-lost.
+			var expiry time.Time
+			for inv, err := range r.q.All(ctx, &lakeshore.ListOptions{State: lakeshore.StateRunning}) {
+				require.NoError(t, err)
+				if inv.LeaseExpiresAt.After(expiry) {
+					expiry = inv.LeaseExpiresAt
+				}
+			}
+			s.kill()
+			for time.Now().Before(expiry.Add(100 * time.Millisecond)) {
+				time.Sleep(10 * time.Millisecond) // waits out the plane's clock, not another process
+			}
+			s.restart()
+			recountKeys(t, ctx, r.q)
+			require.NoError(t, os.WriteFile(filepath.Join(r.dir, "go"), nil, 0o600))
+			require.Eventually(t, func() bool {
+				n := 0
+				for _, run := range readJobLog(t, r.dir) {
+					if run.event == "end" {
+						n++
+					}
+				}
+				return n >= 6
+			}, 60*time.Second, 5*time.Millisecond)
+			s.kill()
+			s.restart()
+			recountKeys(t, ctx, r.q)
+			r.finish(t, ctx)
+		})
+	}
+}
+
+// TestKeyedPostgresKilled: PostgreSQL itself is crashed (pg_ctl stop -m immediate) while a
+// worker holds the limit of two concurrency keys through `lakeshore serve`, and started
+// again. The keys' stats equal a recount of the invocations after the restart, and every
+// job succeeds without an attempt run twice or a key over its limit. It crashes the test
+// binary's shared server, so it never runs in parallel with other tests.
+func TestKeyedPostgresKilled(t *testing.T) {
+	db := pgtest.Database(t)
+	srv := pgtest.Shared(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s := startKillable(t, db)
+	r := newKeyedRig(t, ctx, s.open(ctx))
+	startExecWorker(t, s.url(), append([]string{"k", "--concurrency", "8", "--lease", "3s"}, keyedCommand(r.dir)...)...)
+	r.waitRunning(t, ctx)
+	require.NoError(t, srv.Crash())
+	require.NoError(t, srv.Resume())
+	recountKeys(t, ctx, r.q)
+	r.finish(t, ctx)
+}
