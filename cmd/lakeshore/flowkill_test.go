@@ -20,6 +20,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
+	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
 // The tests of this file SIGKILL the processes of per-key flow control (concurrency keys,
@@ -391,4 +392,162 @@ func TestKeyedPostgresKilled(t *testing.T) {
 	require.NoError(t, srv.Resume())
 	recountKeys(t, ctx, r.q)
 	r.finish(t, ctx)
+}
+
+// TestRateLimitedKilled: a job of key k with one attempt is handed back by its worker's
+// "slow down" answer (--rate-limited-exit 75, --rate-limited-delay 2s), and a second job of
+// k waits behind the hold. The worker and then `lakeshore serve` are SIGKILLed during the
+// hold, and the server started again. Neither job is lost, the handed-back one kept its
+// attempt (it succeeds with its one attempt), and neither starts before the hold ends.
+func TestRateLimitedKilled(t *testing.T) {
+	for name, target := range keyedTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			s := startKillable(t, target(t))
+			q, err := s.open(ctx).Queue("rl", nil)
+			require.NoError(t, err)
+			dir := t.TempDir()
+			// The first run of a payload answers "slow down"; later runs log and succeed.
+			command := []string{"rl", "--rate-limited-exit", "75", "--rate-limited-delay", "2s", "--",
+				"sh", "-c", `if [ ! -f "$0/slowed-$1" ]; then touch "$0/slowed-$1"; exit 75; fi
+echo "end $1 $LAKESHORE_JOB_ID $LAKESHORE_ATTEMPT" >> "$0/log"`, dir, "{}"}
+			first, err := q.Submit(ctx, "k-0", &lakeshore.SubmitOptions{ConcurrencyKey: "k", MaxAttempts: 1})
+			require.NoError(t, err)
+			w := startExecWorker(t, s.url(), command...)
+			var held *lakeshore.Invocation
+			require.Eventually(t, func() bool {
+				held, err = q.Get(ctx, first)
+				return err == nil && held.State == lakeshore.StateQueued && held.Error != nil
+			}, 30*time.Second, 10*time.Millisecond, "the job is handed back")
+			require.Equal(t, "rate_limited", held.Error.Type)
+			require.Equal(t, 0, held.Attempt, "the slow-down kept the attempt")
+			// A second job of the key, created after the slow-down: only the hold keeps it.
+			second, err := q.Submit(ctx, "k-1", &lakeshore.SubmitOptions{ConcurrencyKey: "k", MaxAttempts: 1})
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "slowed-k-1"), nil, 0o600))
+			w.kill(t)
+			s.kill()
+			s.restart()
+			after, err := q.Get(ctx, first)
+			require.NoError(t, err)
+			require.Equal(t, lakeshore.StateQueued, after.State)
+			require.Equal(t, 0, after.Attempt)
+			require.Equal(t, held.AvailableAt, after.AvailableAt)
+			startExecWorker(t, s.url(), command...)
+			for _, id := range []string{first, second} {
+				_, err := q.ResultValue(ctx, id, nil)
+				require.NoError(t, err, "job %s", id)
+				inv, err := q.Get(ctx, id)
+				require.NoError(t, err)
+				require.Equal(t, 1, inv.Attempt, "job %s ran in its one attempt", id)
+				require.False(t, inv.StartedAt.Before(held.AvailableAt),
+					"job %s started at %v, before the hold ended at %v", id, inv.StartedAt, held.AvailableAt)
+			}
+			runs := readJobLog(t, dir)
+			require.Len(t, runs, 2, "each job ran to its end once: %v", runs)
+			require.Empty(t, recountKeys(t, ctx, q))
+		})
+	}
+}
+
+// TestDedupServerKilled: the dedup windows hold across a SIGKILL of `lakeshore serve` and
+// its restart on the same file or database. A unique_for (throttle) key answers its first
+// id after the restart, and submits of one key racing the kill (each retried until it is
+// answered) all get one id; a window that passed while the server was down lets the key be
+// taken over; a debounced key folds the submit after the restart into the job before it
+// (the last payload, due a window after the last submit). Every job runs once.
+func TestDedupServerKilled(t *testing.T) {
+	for name, target := range keyedTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			s := startKillable(t, target(t))
+			q, err := s.open(ctx).Queue("dedup", nil)
+			require.NoError(t, err)
+			submit := func(payload string, o lakeshore.SubmitOptions) lakeshore.SubmitResult {
+				t.Helper()
+				res, err := q.SubmitManyResults(ctx, []lakeshore.Submission{{Payload: payload, SubmitOptions: o}})
+				require.NoError(t, err)
+				return res[0]
+			}
+			unique := submit("u-0", lakeshore.SubmitOptions{Key: "u", UniqueFor: time.Hour})
+			short := submit("w-0", lakeshore.SubmitOptions{Key: "w", UniqueFor: time.Second})
+			shortInv, err := q.Get(ctx, short.ID)
+			require.NoError(t, err)
+			debounced := submit("d-0", lakeshore.SubmitOptions{Key: "d", Debounce: time.Hour})
+
+			// Submits of key r race the kill, each retried until it is answered.
+			const racers = 8
+			ids := make(chan string, racers)
+			for i := range racers {
+				go func() {
+					for ctx.Err() == nil {
+						res, err := q.SubmitManyResults(ctx, []lakeshore.Submission{{Payload: fmt.Sprintf("r-%d", i),
+							SubmitOptions: lakeshore.SubmitOptions{Key: "r", UniqueFor: time.Hour}}})
+						if err == nil {
+							ids <- res[0].ID
+							return
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
+					ids <- ""
+				}()
+			}
+			s.kill()
+			for time.Now().Before(shortInv.CreatedAt.Add(1100 * time.Millisecond)) {
+				time.Sleep(10 * time.Millisecond) // waits out w's window on the clock, not another process
+			}
+			s.restart()
+
+			again := submit("u-1", lakeshore.SubmitOptions{Key: "u", UniqueFor: time.Hour})
+			require.Equal(t, lakeshore.SubmitResult{ID: unique.ID, Existing: true}, again, "the window holds after the restart")
+			taken := submit("w-1", lakeshore.SubmitOptions{Key: "w", UniqueFor: time.Second})
+			require.False(t, taken.Existing, "the window that passed while the server was down lets the key go")
+			require.NotEqual(t, short.ID, taken.ID)
+			foldedAt := time.Now()
+			folded := submit("d-1", lakeshore.SubmitOptions{Key: "d", Debounce: time.Hour})
+			require.Equal(t, lakeshore.SubmitResult{ID: debounced.ID, Existing: true}, folded, "the debounce folds after the restart")
+			d, err := q.Get(ctx, debounced.ID)
+			require.NoError(t, err)
+			payload, err := wire.Decode(d.Payload)
+			require.NoError(t, err)
+			require.Equal(t, "d-1", payload, "the fold's payload is the last submit's")
+			require.Equal(t, lakeshore.StateQueued, d.State)
+			require.False(t, d.AvailableAt.Before(foldedAt.Add(time.Hour-time.Second)),
+				"due a window after the last submit (%v), not the first (%v)", d.AvailableAt, debounced)
+			ds, err := q.List(ctx, &lakeshore.ListOptions{KeyPrefix: "d", Limit: 1000})
+			require.NoError(t, err)
+			require.Len(t, ds.Invocations, 1, "one invocation of key d")
+			var raced []string
+			for range racers {
+				raced = append(raced, <-ids)
+			}
+			require.Len(t, slices.Compact(raced), 1, "every submit of r got one id: %v", raced)
+			require.NotEmpty(t, raced[0])
+			rs, err := q.List(ctx, &lakeshore.ListOptions{KeyPrefix: "r", Limit: 1000})
+			require.NoError(t, err)
+			require.Len(t, rs.Invocations, 1, "one invocation of key r")
+
+			dir := t.TempDir()
+			startExecWorker(t, s.url(), "dedup", "--",
+				"sh", "-c", `echo "end $1 $LAKESHORE_JOB_ID $LAKESHORE_ATTEMPT" >> "$0/log"`, dir, "{}")
+			want := []string{unique.ID, short.ID, taken.ID, raced[0]}
+			for _, id := range want {
+				_, err := q.ResultValue(ctx, id, nil)
+				require.NoError(t, err, "job %s", id)
+			}
+			byPayload := map[string]string{}
+			for _, r := range readJobLog(t, dir) {
+				require.NotContains(t, byPayload, r.payload, "payload %s ran once", r.payload)
+				byPayload[r.payload] = r.id
+			}
+			require.Len(t, byPayload, len(want))
+			n, err := q.Count(ctx, lakeshore.StateSucceeded)
+			require.NoError(t, err)
+			require.EqualValues(t, len(want), n, "nothing else was enqueued")
+		})
+	}
 }
