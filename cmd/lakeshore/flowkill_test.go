@@ -15,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
+	"github.com/lakeshore-dev/lakeshore/plane/pgplane"
 	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
@@ -549,5 +551,168 @@ func TestDedupServerKilled(t *testing.T) {
 			require.NoError(t, err)
 			require.EqualValues(t, len(want), n, "nothing else was enqueued")
 		})
+	}
+}
+
+// fire is one invocation a schedule submitted: its tick and when the plane created it.
+type fire struct {
+	tick, created time.Time
+	id            string
+}
+
+// scheduleFires lists the fires of schedule name in q, by tick. It fails t if two
+// invocations name one tick.
+func scheduleFires(t *testing.T, ctx context.Context, q *lakeshore.Queue, name string) []fire {
+	t.Helper()
+	var fires []fire
+	seen := map[int64]bool{}
+	for inv, err := range q.All(ctx, &lakeshore.ListOptions{KeyPrefix: "schedule/" + name + "/", Oldest: true}) {
+		require.NoError(t, err)
+		tick, err := time.Parse("2006-01-02T15:04:05.000Z", strings.TrimPrefix(inv.Key, "schedule/"+name+"/"))
+		require.NoError(t, err, "key %s", inv.Key)
+		require.False(t, seen[tick.UnixMilli()], "tick %v fired twice", tick)
+		seen[tick.UnixMilli()] = true
+		fires = append(fires, fire{tick, inv.CreatedAt, inv.ID})
+	}
+	slices.SortFunc(fires, func(a, b fire) int { return a.tick.Compare(b.tick) })
+	return fires
+}
+
+// waitFires waits until schedule name has fired a tick at or after at.
+func waitFires(t *testing.T, ctx context.Context, q *lakeshore.Queue, name string, at time.Time) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		f := scheduleFires(t, ctx, q, name)
+		return len(f) > 0 && !f[len(f)-1].tick.Before(at)
+	}, 60*time.Second, 20*time.Millisecond, "schedule %s fires a tick at or after %v", name, at)
+}
+
+// atNextSecond waits for the next whole second of the clock (an interval schedule's tick of
+// every second) and returns it.
+func atNextSecond() time.Time {
+	tick := time.Now().Truncate(time.Second).Add(time.Second)
+	for time.Now().Before(tick) {
+		time.Sleep(time.Until(tick))
+	}
+	return tick
+}
+
+// checkCatchUp checks the fires of a one-second schedule across a time when no process
+// fired it: killed after the kill of its firing process, resumed when another took over.
+// Every tick after the kill and before resumed-1s is one no pass could fire before resumed.
+// CatchUpAll fires every tick with none missing; CatchUpOnce and CatchUpSkip (downtime
+// under plane.ScheduleGrace) fire only the latest tick at each pass, so each fire's tick is
+// less than the interval before the fire, and none of those ticks.
+func checkCatchUp(t *testing.T, policy lakeshore.CatchUp, fires []fire, killed, resumed time.Time) {
+	t.Helper()
+	var missed int
+	fired := map[int64]bool{}
+	for _, f := range fires {
+		fired[f.tick.UnixMilli()] = true
+	}
+	for tick := killed.Truncate(time.Second).Add(time.Second); tick.Before(resumed.Add(-time.Second)); tick = tick.Add(time.Second) {
+		missed++
+		if policy == lakeshore.CatchUpAll {
+			require.True(t, fired[tick.UnixMilli()], "%s: the tick %v missed while down fired", policy, tick)
+		} else {
+			require.False(t, fired[tick.UnixMilli()], "%s: the tick %v missed while down did not fire", policy, tick)
+		}
+	}
+	require.GreaterOrEqual(t, missed, 2, "the test kept the schedule unfired over two ticks")
+	for i, f := range fires {
+		if policy == lakeshore.CatchUpAll {
+			if i > 0 {
+				require.Equal(t, fires[i-1].tick.Add(time.Second), f.tick, "%s: no tick missing", policy)
+			}
+			continue
+		}
+		require.Less(t, f.created.Sub(f.tick), time.Second, "%s: the tick %v fired at %v is the latest due", policy, f.tick, f.created)
+	}
+}
+
+// TestScheduleServerKilled: `lakeshore serve` (SQLite), its maintenance firing schedules
+// of a tick a second under each catch-up policy, is SIGKILLed at a tick and kept down over
+// three more, then started again on the same file. No tick fires twice; the ticks missed
+// while down fire by the policy (all: each, once and skip: the latest only, at the first
+// pass after the restart), and the ticks after it fire.
+func TestScheduleServerKilled(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s := startKillable(t, filepath.Join(t.TempDir(), "plane.db"))
+	q, err := s.open(ctx).Queue("sched", nil)
+	require.NoError(t, err)
+	policies := []lakeshore.CatchUp{lakeshore.CatchUpAll, lakeshore.CatchUpOnce, lakeshore.CatchUpSkip}
+	for _, p := range policies {
+		_, err := q.Schedule(ctx, string(p), "tick", &lakeshore.ScheduleOptions{Every: time.Second, CatchUp: p})
+		require.NoError(t, err)
+	}
+	started := time.Now()
+	for _, p := range policies {
+		waitFires(t, ctx, q, string(p), started.Add(time.Second))
+	}
+	killed := atNextSecond()
+	s.kill()
+	for time.Now().Before(killed.Add(3500 * time.Millisecond)) {
+		time.Sleep(10 * time.Millisecond) // keeps the server down over three ticks of the clock
+	}
+	resumed := time.Now()
+	s.restart()
+	after := time.Now().Add(time.Second)
+	for _, p := range policies {
+		waitFires(t, ctx, q, string(p), after)
+		checkCatchUp(t, p, scheduleFires(t, ctx, q, string(p)), killed, resumed)
+	}
+}
+
+// TestScheduleLeaderKilled: two `lakeshore serve` replicas on one PostgreSQL database; the
+// maintenance leader, firing schedules of a tick a second (catch-up all and once), is
+// SIGKILLed at a tick. The other replica takes the lease once the dead one's ends, and
+// fires: no tick twice, every tick missed meanwhile under all, only the latest under once.
+func TestScheduleLeaderKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a leader lease (~20 s)")
+	}
+	t.Parallel()
+	db := pgtest.Database(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, db)
+	require.NoError(t, err)
+	defer pool.Close()
+	leader := func() string {
+		var holder string
+		if pool.QueryRow(ctx, `SELECT holder FROM lakeshore.leases WHERE name = 'maintenance' AND expires_at > now()`).Scan(&holder) != nil {
+			return ""
+		}
+		return holder
+	}
+	first := startKillable(t, db)
+	require.Eventually(t, func() bool { return leader() != "" }, 30*time.Second, 20*time.Millisecond)
+	dead := leader()
+	second := startKillable(t, db)
+	q, err := second.open(ctx).Queue("sched", nil)
+	require.NoError(t, err)
+	policies := []lakeshore.CatchUp{lakeshore.CatchUpAll, lakeshore.CatchUpOnce}
+	for _, p := range policies {
+		_, err := q.Schedule(ctx, string(p), "tick", &lakeshore.ScheduleOptions{Every: time.Second, CatchUp: p})
+		require.NoError(t, err)
+	}
+	started := time.Now()
+	for _, p := range policies {
+		waitFires(t, ctx, q, string(p), started.Add(time.Second))
+	}
+	require.Equal(t, dead, leader(), "the first replica still leads")
+	killed := atNextSecond()
+	first.kill()
+	// No pass fires before the dead leader's lease ends (the other replica takes it then).
+	var resumed time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT expires_at FROM lakeshore.leases WHERE name = 'maintenance' AND holder = $1`, dead).Scan(&resumed))
+	require.Eventually(t, func() bool { l := leader(); return l != "" && l != dead }, 2*pgplane.LeaderTTLDefault+10*time.Second,
+		20*time.Millisecond, "the other replica takes the maintenance lease")
+	after := time.Now().Add(time.Second)
+	for _, p := range policies {
+		waitFires(t, ctx, q, string(p), after)
+		checkCatchUp(t, p, scheduleFires(t, ctx, q, string(p)), killed, resumed)
 	}
 }
