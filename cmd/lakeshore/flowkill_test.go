@@ -716,3 +716,50 @@ func TestScheduleLeaderKilled(t *testing.T) {
 		checkCatchUp(t, p, scheduleFires(t, ctx, q, string(p)), killed, resumed)
 	}
 }
+
+// TestKeyRateServerKilled: a key's start rate (key_rate_limit 2 a second, key_burst 1)
+// holds across a SIGKILL of `lakeshore serve` and its restart: the bucket lives in the
+// plane, so the restarted server starts the key's jobs no faster than before the kill.
+// Every two starts of the key are at least half a second apart on the plane's clock, and
+// every job succeeds once.
+func TestKeyRateServerKilled(t *testing.T) {
+	for name, target := range keyedTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			s := startKillable(t, target(t))
+			q, err := s.open(ctx).Queue("rate", nil)
+			require.NoError(t, err)
+			require.NoError(t, q.SetAdmission(ctx, lakeshore.Admission{KeyRateLimit: 2, KeyBurst: 1}))
+			var ids []string
+			for i := range 8 {
+				id, err := q.Submit(ctx, fmt.Sprintf("k-%d", i), &lakeshore.SubmitOptions{ConcurrencyKey: "k", MaxAttempts: 10})
+				require.NoError(t, err)
+				ids = append(ids, id)
+			}
+			dir := t.TempDir()
+			startExecWorker(t, s.url(), "rate", "--concurrency", "4", "--",
+				"sh", "-c", `echo "end $1 $LAKESHORE_JOB_ID $LAKESHORE_ATTEMPT" >> "$0/log"`, dir, "{}")
+			require.Eventually(t, func() bool { return len(readJobLog(t, dir)) >= 3 }, 30*time.Second, 5*time.Millisecond)
+			s.kill()
+			s.restart()
+			require.Eventually(t, func() bool {
+				n, err := q.Count(ctx, lakeshore.StateSucceeded)
+				return err == nil && n == int64(len(ids))
+			}, 60*time.Second, 20*time.Millisecond)
+			checkOnceEach(t, ctx, q, ids, readJobLog(t, dir))
+			var starts []time.Time
+			for _, id := range ids {
+				inv, err := q.Get(ctx, id)
+				require.NoError(t, err)
+				starts = append(starts, inv.StartedAt)
+			}
+			slices.SortFunc(starts, time.Time.Compare)
+			for i := 1; i < len(starts); i++ {
+				require.GreaterOrEqual(t, starts[i].Sub(starts[i-1]), 500*time.Millisecond-time.Millisecond,
+					"start %d of the key came %v after the one before", i, starts[i].Sub(starts[i-1]))
+			}
+		})
+	}
+}
