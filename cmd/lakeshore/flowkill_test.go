@@ -241,6 +241,8 @@ type keyedRig struct {
 	q   *lakeshore.Queue
 	ids []string
 	dir string
+	// waited gets the outcome of a wait for each job's result, started at submit.
+	waited chan error
 }
 
 const keyedLimit = 2
@@ -257,6 +259,13 @@ func newKeyedRig(t *testing.T, ctx context.Context, d *lakeshore.Dispatch) *keye
 			require.NoError(t, err)
 			r.ids = append(r.ids, id)
 		}
+	}
+	r.waited = make(chan error, len(r.ids))
+	for _, id := range r.ids {
+		go func() {
+			_, err := q.ResultValue(ctx, id, &lakeshore.ResultOptions{Timeout: -1})
+			r.waited <- err
+		}()
 	}
 	return r
 }
@@ -278,14 +287,37 @@ func (r *keyedRig) waitRunning(t *testing.T, ctx context.Context) {
 	}, 30*time.Second, 10*time.Millisecond)
 }
 
+// release lets the commands end.
+func (r *keyedRig) release(t *testing.T) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(r.dir, "go"), nil, 0o600))
+}
+
+// waitEnds waits until n runs logged their end.
+func (r *keyedRig) waitEnds(t *testing.T, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		ended := 0
+		for _, run := range readJobLog(t, r.dir) {
+			if run.event == "end" {
+				ended++
+			}
+		}
+		return ended >= n
+	}, 60*time.Second, 5*time.Millisecond)
+}
+
 // finish lets the commands end, waits until every job succeeded, and checks the runs.
 func (r *keyedRig) finish(t *testing.T, ctx context.Context) {
 	t.Helper()
-	require.NoError(t, os.WriteFile(filepath.Join(r.dir, "go"), nil, 0o600))
+	r.release(t)
 	require.Eventually(t, func() bool {
 		n, err := r.q.Count(ctx, lakeshore.StateSucceeded)
 		return err == nil && n == int64(len(r.ids))
 	}, 60*time.Second, 20*time.Millisecond)
+	for range r.ids {
+		require.NoError(t, <-r.waited, "a wait for a result started before the kills ends with it")
+	}
 	runs := readJobLog(t, r.dir)
 	rerun := checkOnceEach(t, ctx, r.q, r.ids, runs)
 	for key, most := range maxOverlap(runs) {
@@ -332,7 +364,8 @@ func TestKeyedWorkerKilled(t *testing.T) {
 // TestKeyedServerKilled: `lakeshore serve` is SIGKILLed while a worker holds the limit of
 // two concurrency keys and kept down until their leases ended, then SIGKILLed again
 // mid-burn-down, and started again on the same file or database each time. The keys' stats equal a recount of the invocations after each
-// restart, every job succeeds, no attempt runs twice, and no key runs over its limit.
+// restart, every job succeeds, no attempt runs twice, no key runs over its limit, and the
+// waits for the jobs' results, started before the kills, end with them.
 func TestKeyedServerKilled(t *testing.T) {
 	for name, target := range keyedTargets(t) {
 		t.Run(name, func(t *testing.T) {
@@ -358,16 +391,8 @@ func TestKeyedServerKilled(t *testing.T) {
 			}
 			s.restart()
 			recountKeys(t, ctx, r.q)
-			require.NoError(t, os.WriteFile(filepath.Join(r.dir, "go"), nil, 0o600))
-			require.Eventually(t, func() bool {
-				n := 0
-				for _, run := range readJobLog(t, r.dir) {
-					if run.event == "end" {
-						n++
-					}
-				}
-				return n >= 6
-			}, 60*time.Second, 5*time.Millisecond)
+			r.release(t)
+			r.waitEnds(t, 6)
 			s.kill()
 			s.restart()
 			recountKeys(t, ctx, r.q)
@@ -377,8 +402,8 @@ func TestKeyedServerKilled(t *testing.T) {
 }
 
 // TestKeyedPostgresKilled: PostgreSQL itself is crashed (pg_ctl stop -m immediate) while a
-// worker holds the limit of two concurrency keys through `lakeshore serve`, and started
-// again. The keys' stats equal a recount of the invocations after the restart, and every
+// worker holds the limit of two concurrency keys through `lakeshore serve`, and again
+// mid-burn-down, and started again each time. The keys' stats equal a recount of the invocations after the restart, and every
 // job succeeds without an attempt run twice or a key over its limit. It crashes the test
 // binary's shared server, so it never runs in parallel with other tests.
 func TestKeyedPostgresKilled(t *testing.T) {
@@ -390,6 +415,11 @@ func TestKeyedPostgresKilled(t *testing.T) {
 	r := newKeyedRig(t, ctx, s.open(ctx))
 	startExecWorker(t, s.url(), append([]string{"k", "--concurrency", "8", "--lease", "3s"}, keyedCommand(r.dir)...)...)
 	r.waitRunning(t, ctx)
+	require.NoError(t, srv.Crash())
+	require.NoError(t, srv.Resume())
+	recountKeys(t, ctx, r.q)
+	r.release(t)
+	r.waitEnds(t, 6)
 	require.NoError(t, srv.Crash())
 	require.NoError(t, srv.Resume())
 	recountKeys(t, ctx, r.q)
