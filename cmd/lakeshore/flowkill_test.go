@@ -248,12 +248,16 @@ type keyedRig struct {
 const keyedLimit = 2
 
 func newKeyedRig(t *testing.T, ctx context.Context, d *lakeshore.Dispatch) *keyedRig {
+	return newKeyedRigOf(t, ctx, d, 6)
+}
+
+func newKeyedRigOf(t *testing.T, ctx context.Context, d *lakeshore.Dispatch, perKey int) *keyedRig {
 	t.Helper()
 	q, err := d.Queue("k", nil)
 	require.NoError(t, err)
 	require.NoError(t, q.SetAdmission(ctx, lakeshore.Admission{ConcurrencyLimit: keyedLimit}))
 	r := &keyedRig{q: q, dir: t.TempDir()}
-	for i := range 6 {
+	for i := range perKey {
 		for _, key := range []string{"a", "b"} {
 			id, err := q.Submit(ctx, fmt.Sprintf("%s-%d", key, i), &lakeshore.SubmitOptions{ConcurrencyKey: key, MaxAttempts: 10})
 			require.NoError(t, err)
@@ -792,4 +796,76 @@ func TestKeyRateServerKilled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestScheduleEmbeddedWorkersKilled: with no server, two `lakeshore worker` processes on
+// one SQLite file each run the plane's maintenance and so fire the schedules (a tick a
+// second, catch-up all and once) and run the fires. One is SIGKILLed at a tick, the other
+// goes on firing; then it is SIGKILLed at a tick too, nothing runs over three ticks, and a
+// third worker starts. No tick fires twice, none is missed while a worker lives, the ticks
+// missed while none did fire by the policy, and every fire runs to success once per
+// attempt (those the killed workers held after their leases).
+func TestScheduleEmbeddedWorkersKilled(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	target, dir := filepath.Join(t.TempDir(), "plane.db"), t.TempDir()
+	// The test's own plane runs maintenance too while it is open (as any process holding
+	// lakeshore.Open does), so it is closed while no worker may fire.
+	open := func() (*lakeshore.Dispatch, *lakeshore.Queue) {
+		d, err := lakeshore.Open(ctx, target, nil)
+		require.NoError(t, err)
+		q, err := d.Queue("sched", nil)
+		require.NoError(t, err)
+		return d, q
+	}
+	d, q := open()
+	policies := []lakeshore.CatchUp{lakeshore.CatchUpAll, lakeshore.CatchUpOnce}
+	for _, p := range policies {
+		_, err := q.Schedule(ctx, string(p), string(p), &lakeshore.ScheduleOptions{Every: time.Second, CatchUp: p, MaxAttempts: 10})
+		require.NoError(t, err)
+	}
+	worker := func() *execWorker {
+		return startExecWorker(t, target, "sched", "--concurrency", "4", "--lease", "1s", "--",
+			"sh", "-c", `echo "end $1 $LAKESHORE_JOB_ID $LAKESHORE_ATTEMPT" >> "$0/log"`, dir, "{}")
+	}
+	waitAll := func(at time.Time) {
+		t.Helper()
+		for _, p := range policies {
+			waitFires(t, ctx, q, string(p), at)
+		}
+	}
+	a, b := worker(), worker()
+	waitAll(time.Now().Add(time.Second))
+	atNextSecond()
+	a.kill(t)
+	waitAll(time.Now().Add(2 * time.Second))
+	require.NoError(t, d.Close())
+	killed := atNextSecond()
+	b.kill(t)
+	for time.Now().Before(killed.Add(3500 * time.Millisecond)) {
+		time.Sleep(10 * time.Millisecond) // keeps every worker down over three ticks of the clock
+	}
+	resumed := time.Now()
+	worker()
+	d, q = open()
+	defer d.Close()
+	waitAll(time.Now().Add(time.Second))
+	var ids []string
+	for _, p := range policies {
+		fires := scheduleFires(t, ctx, q, string(p))
+		checkCatchUp(t, p, fires, killed, resumed)
+		for _, f := range fires {
+			ids = append(ids, f.id)
+		}
+	}
+	require.Eventually(t, func() bool {
+		for _, id := range ids {
+			if inv, err := q.Get(ctx, id); err != nil || inv.State != lakeshore.StateSucceeded {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "every fire runs")
+	checkOnceEach(t, ctx, q, ids, readJobLog(t, dir))
 }
