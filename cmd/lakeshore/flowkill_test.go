@@ -431,7 +431,7 @@ func TestKeyedPostgresKilled(t *testing.T) {
 }
 
 // TestRateLimitedKilled: a job of key k with one attempt is handed back by its worker's
-// "slow down" answer (--rate-limited-exit 75, --rate-limited-delay 2s), and a second job of
+// "slow down" answer (--rate-limited-exit 75, --rate-limited-delay 4s), and a second job of
 // k waits behind the hold. The worker and then `lakeshore serve` are SIGKILLed during the
 // hold, and the server started again. Neither job is lost, the handed-back one kept its
 // attempt (it succeeds with its one attempt), and neither starts before the hold ends.
@@ -446,7 +446,7 @@ func TestRateLimitedKilled(t *testing.T) {
 			require.NoError(t, err)
 			dir := t.TempDir()
 			// The first run of a payload answers "slow down"; later runs log and succeed.
-			command := []string{"rl", "--rate-limited-exit", "75", "--rate-limited-delay", "2s", "--",
+			command := []string{"rl", "--rate-limited-exit", "75", "--rate-limited-delay", "4s", "--",
 				"sh", "-c", `if [ ! -f "$0/slowed-$1" ]; then touch "$0/slowed-$1"; exit 75; fi
 echo "end $1 $LAKESHORE_JOB_ID $LAKESHORE_ATTEMPT" >> "$0/log"`, dir, "{}"}
 			first, err := q.Submit(ctx, "k-0", &lakeshore.SubmitOptions{ConcurrencyKey: "k", MaxAttempts: 1})
@@ -471,6 +471,10 @@ echo "end $1 $LAKESHORE_JOB_ID $LAKESHORE_ATTEMPT" >> "$0/log"`, dir, "{}"}
 			require.Equal(t, lakeshore.StateQueued, after.State)
 			require.Equal(t, 0, after.Attempt)
 			require.Equal(t, held.AvailableAt, after.AvailableAt)
+			waiting, err := q.Get(ctx, second)
+			require.NoError(t, err)
+			require.Equal(t, lakeshore.StateQueued, waiting.State, "the hold kept the key's other job from starting")
+			require.Equal(t, 0, waiting.Attempt)
 			startExecWorker(t, s.url(), command...)
 			for _, id := range []string{first, second} {
 				_, err := q.ResultValue(ctx, id, nil)
