@@ -599,8 +599,9 @@ class _Worker:
         self.exit_when_idle = exit_when_idle
         self.empty = [False] * len(self.claimers)
         # exit_when_idle: the jobs a body answered "slow down" (RateLimited), by id: the core
-        # to read them with, their queue and when their delay ends (monotonic), until
-        # _handed_back_waits finds them claimed or ended (Go's Worker.handedBack).
+        # to read them with, their queue and when their delay ends (monotonic), until this
+        # worker claims them again (_keep) or _handed_back_waits finds them claimed or
+        # ended (Go's Worker.handedBack).
         self.handed_back: dict[str, tuple[QueueCore, str, float]] = {}
         self.claiming = 0
         self.idle_checking = False
@@ -858,26 +859,33 @@ class _Worker:
     async def _handed_back_waits(self, served: set[str]) -> bool:
         """Whether a job a body answered "slow down" (RateLimited) still waits out its
         delay: the worker's unfinished work, not an idle queue, so ``exit_when_idle`` waits
-        for it. Before its due time without a read; after, while the job still reads as
-        queued (the plane's clock behind, its key at its limit). One claimed since (by any
-        worker), ended, or that the token may not read (the due time alone then decides)
-        is forgotten. One of a queue not in ``served`` (paused: no claim takes it until it
-        is resumed) does not count. Go's ``Worker.handedBackWaits``."""
+        for it. It waits while the job reads as queued (before its due time, and after
+        while the plane's clock is behind or its key at its limit). One claimed since (by
+        any worker) or ended (cancelled, deleted, trimmed) is forgotten at once, whatever
+        its due time, so a job cancelled during a long "slow down" does not keep the
+        worker; one the token may not read waits until its due time alone. One of a queue
+        not in ``served`` (paused: no claim takes it until it is resumed) does not count.
+        An entry also ends when this worker claims the job again (:meth:`_keep`). Go's
+        ``Worker.handedBackWaits``."""
         now = time.monotonic()
         waiting = {id: entry for id, entry in self.handed_back.items() if entry[1] in served}
-        if any(now < due for _, _, due in waiting.values()):
-            return True
+        waits = False
         for id, entry in waiting.items():
             core = entry[0]
             try:
                 inv = await core.get(id)
                 if inv.state == "queued":
-                    return True
-            except (errors.NotFoundError, errors.ForbiddenError, errors.UnauthorizedError):
+                    waits = True
+                    continue
+            except (errors.ForbiddenError, errors.UnauthorizedError):
+                if now < entry[2]:
+                    waits = True
+                    continue
+            except errors.NotFoundError:
                 pass
             if self.handed_back.get(id) is entry:  # not handed back again since the read
                 del self.handed_back[id]
-        return False
+        return waits
 
     def stop_running(self, reason: str = "stopped by the worker's shutdown") -> None:
         """Stop the running jobs (they are released for a retry); ``reason`` is what their
@@ -1154,6 +1162,9 @@ class _Worker:
         interval = _heartbeat_interval(r.job)
         r.due = time.monotonic() + interval
         self.running[r.job.id] = r
+        # Claimed again: no longer waited for (_handed_back_waits); so the record holds only
+        # jobs handed back and not claimed since, however long the worker runs.
+        self.handed_back.pop(r.job.id, None)
         wake = self.keeper_wake
         if interval < _KEEPER_IDLE_SECONDS and wake is not None:
             with contextlib.suppress(RuntimeError):
