@@ -951,21 +951,18 @@ func (w *Worker) handedBackWaits(ctx context.Context, paused map[[2]string]bool)
 		return paused[[2]string{h.q.opts.Namespace, h.q.Name()}]
 	})
 	now := w.d.cfg.Now()
-	waits := false
-	for id, h := range back {
+	for id, h := range back { // the first that still waits answers: one read per poll while one does
 		inv, err := h.q.Get(ctx, id)
 		switch {
 		case errors.Is(err, ErrForbidden), errors.Is(err, ErrUnauthorized):
 			if now.Before(h.due) {
-				waits = true
-				continue
+				return true, nil
 			}
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
 			return false, err
 		case inv.State == plane.StateQueued:
-			waits = true
-			continue
+			return true, nil
 		}
 		w.mu.Lock()
 		if w.handedBack[id] == h { // not handed back again since the read
@@ -973,7 +970,7 @@ func (w *Worker) handedBackWaits(ctx context.Context, paused map[[2]string]bool)
 		}
 		w.mu.Unlock()
 	}
-	return waits, nil
+	return false, nil
 }
 
 // handedBackJob is an entry of Worker.handedBack: the queue to read the job from and when

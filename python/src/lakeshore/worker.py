@@ -869,23 +869,20 @@ class _Worker:
         ``Worker.handedBackWaits``."""
         now = time.monotonic()
         waiting = {id: entry for id, entry in self.handed_back.items() if entry[1] in served}
-        waits = False
-        for id, entry in waiting.items():
+        for id, entry in waiting.items():  # the first that still waits answers: one read per poll
             core = entry[0]
             try:
                 inv = await core.get(id)
                 if inv.state == "queued":
-                    waits = True
-                    continue
+                    return True
             except (errors.ForbiddenError, errors.UnauthorizedError):
                 if now < entry[2]:
-                    waits = True
-                    continue
+                    return True
             except errors.NotFoundError:
                 pass
             if self.handed_back.get(id) is entry:  # not handed back again since the read
-                del self.handed_back[id]
-        return waits
+                self.handed_back.pop(id, None)  # (_keep may pop it meanwhile, on a body's thread)
+        return False
 
     def stop_running(self, reason: str = "stopped by the worker's shutdown") -> None:
         """Stop the running jobs (they are released for a retry); ``reason`` is what their
