@@ -79,7 +79,7 @@ type WorkerOptions struct {
 	// has not fired yet: such a job or tick counts as work, so the worker waits for it
 	// (claiming again every exitIdlePoll) rather than leave it with no worker. So does a job
 	// its handler answered "slow down" (RateLimited): only delayed, it is run again once
-	// its delay ends. A job waiting out a retry backoff or a delay it was submitted with,
+	// its delay ends (one cancelled or deleted meanwhile no longer counts). A job waiting out a retry backoff or a delay it was submitted with,
 	// or in a paused queue, does not count as work. Defaults to false: wait for work until
 	// stopped.
 	ExitWhenIdle bool

@@ -1829,7 +1829,8 @@ def run_worker(
             rate limit or "slow down" hold, or the key at its concurrency limit) — such a
             job is work, so the worker claims again every 0.2 s until it runs it rather
             than leave it with no worker. So does a job a body answered "slow down"
-            (``raise RateLimited``): only delayed, it runs again when its delay ends. A
+            (``raise RateLimited``): only delayed, it runs again when its delay ends (one
+            cancelled or deleted meanwhile no longer counts). A
             job submitted with a delay or waiting out a retry's backoff, or in a paused
             queue, does not keep it. Its claims do not wait (``wait`` must be 0). Go's
             ``WorkerOptions.ExitWhenIdle``, ``lakeshore worker --exit-when-idle``.
