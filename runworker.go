@@ -79,7 +79,7 @@ type WorkerOptions struct {
 	// has not fired yet: such a job or tick counts as work, so the worker waits for it
 	// (claiming again every exitIdlePoll) rather than leave it with no worker. So does a job
 	// its handler answered "slow down" (RateLimited): only delayed, it is run again once
-	// its delay ends. A job waiting out a retry backoff or a delay it was submitted with,
+	// its delay ends (one cancelled or deleted meanwhile no longer counts). A job waiting out a retry backoff or a delay it was submitted with,
 	// or in a paused queue, does not count as work. Defaults to false: wait for work until
 	// stopped.
 	ExitWhenIdle bool
@@ -282,8 +282,9 @@ type Worker struct {
 	budgetWake chan struct{}
 	idleAt     time.Time // when the last running job ended (zero: none has), for the registry
 	// handedBack: with ExitWhenIdle, the jobs this worker's handlers handed back with a
-	// "slow down" (RateLimited), by id, until queuesEmpty finds them claimed or ended: while
-	// one still waits out its delay the worker is not idle.
+	// "slow down" (RateLimited), by id, until this worker claims them again (start) or
+	// queuesEmpty finds them claimed or ended: while one still waits out its delay the
+	// worker is not idle. Bounded by the jobs handed back and not yet claimed again.
 	handedBack map[string]*handedBackJob
 	// mayBeRegistered: some registration of this worker may have been stored (it succeeded,
 	// or failed in a way that does not say it was refused), so stopping removes it; a worker
@@ -933,12 +934,15 @@ func (w *Worker) queuesEmpty(ctx context.Context) (bool, error) {
 
 // handedBackWaits reports whether a job this worker's handler handed back with a "slow
 // down" (RateLimited) still waits out its delay: it is the worker's unfinished work, not an
-// idle queue, so ExitWhenIdle waits for it. Before its due time it waits without a read;
-// after, while the job still reads as queued (the plane's clock behind this one's, its key
-// at its limit); one claimed since (by any worker), ended, or that this worker may not read
-// (a token without read: the due time alone then decides) is forgotten. One of a paused
-// queue (paused: namespace, queue) does not count, as the paused queue's other jobs do
-// not: no claim takes it until the queue is resumed.
+// idle queue, so ExitWhenIdle waits for it. It waits while the job reads as queued (before
+// its due time, and after while the plane's clock is behind this one's or its key at its
+// limit); one claimed since (by any worker), ended (cancelled, deleted, trimmed) is
+// forgotten at once, whatever its due time, so a job cancelled during a long "slow down"
+// does not keep the worker. One this worker may not read (a token without read) waits
+// until its due time alone, then is forgotten. One of a paused queue (paused: namespace,
+// queue) does not count, as the paused queue's other jobs do not: no claim takes it until
+// the queue is resumed. An entry is also dropped when this worker claims the job again
+// (Worker.start), so the map holds only jobs handed back and not claimed since.
 func (w *Worker) handedBackWaits(ctx context.Context, paused map[[2]string]bool) (bool, error) {
 	w.mu.Lock()
 	back := maps.Clone(w.handedBack)
@@ -947,15 +951,14 @@ func (w *Worker) handedBackWaits(ctx context.Context, paused map[[2]string]bool)
 		return paused[[2]string{h.q.opts.Namespace, h.q.Name()}]
 	})
 	now := w.d.cfg.Now()
-	for _, h := range back {
-		if now.Before(h.due) {
-			return true, nil
-		}
-	}
-	for id, h := range back {
+	for id, h := range back { // the first that still waits answers: one read per poll while one does
 		inv, err := h.q.Get(ctx, id)
 		switch {
-		case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden), errors.Is(err, ErrUnauthorized):
+		case errors.Is(err, ErrForbidden), errors.Is(err, ErrUnauthorized):
+			if now.Before(h.due) {
+				return true, nil
+			}
+		case errors.Is(err, ErrNotFound):
 		case err != nil:
 			return false, err
 		case inv.State == plane.StateQueued:
@@ -1003,6 +1006,11 @@ func (w *Worker) start(claimCtx, runCtx context.Context, b *binding, job *Job, h
 			w.handedBack[job.ID] = &handedBackJob{q: b.q, due: w.d.cfg.Now().Add(delay)}
 			w.mu.Unlock()
 		}
+	}
+	if w.o.ExitWhenIdle {
+		w.mu.Lock()
+		delete(w.handedBack, job.ID) // claimed again: no longer waited for (handedBackWaits)
+		w.mu.Unlock()
 	}
 	var next *Job
 	handedOff := false // the slot passed to s with the settle

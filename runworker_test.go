@@ -360,6 +360,30 @@ func TestRunWorker(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int32(1), runs.Load())
 		require.Equal(t, lakeshore.StateQueued, state(t, q, id).State, "left for a resume")
+
+		// A job cancelled while it waits out a long "slow down" is no work: the worker
+		// returns without waiting for the delay's end. Before, it did not read the job
+		// until its due time and so claimed for the hour it was told to slow down for.
+		q, d, _ = setupWorker(t)
+		ids := submitN(t, q, 2, &lakeshore.SubmitOptions{MaxAttempts: 1}) // FIFO: 0 runs first
+		var slowed atomic.Int32
+		fn = func(ctx context.Context, job *lakeshore.Job) (any, error) {
+			var n int
+			if err := job.Decode(&n); err != nil {
+				return nil, err
+			}
+			if n == 0 {
+				slowed.Add(1)
+				return nil, lakeshore.RateLimited("", time.Hour)
+			}
+			_, err := q.Cancel(ctx, ids[0]) // the slowed-down job, handed back by now
+			return "ok", err
+		}
+		err = waitDone(t, runWorker(t, t.Context(), d, []lakeshore.Handler{lakeshore.Handle("test", fn)},
+			&lakeshore.WorkerOptions{ExitWhenIdle: true}))
+		require.NoError(t, err)
+		require.Equal(t, int32(1), slowed.Load(), "the first job was handed back before the second ran")
+		require.Equal(t, lakeshore.StateCancelled, state(t, q, ids[0]).State)
 	})
 
 	t.Run("ExitWhenIdleClaimsAfterItsCheck", func(t *testing.T) {

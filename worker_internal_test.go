@@ -114,3 +114,43 @@ func TestStopWaitingOnAPanickingHostSetup(t *testing.T) {
 	require.NoError(t, <-stopped, "a Stop waiting on a set-up that panicked returns")
 	require.Equal(t, PhaseSetup, w.Phase(), "the worker never started")
 }
+
+// TestHandedBackForgottenWhenClaimedAgain: an ExitWhenIdle worker's record of a job its
+// handler answered "slow down" (Worker.handedBack) ends when the worker claims that job
+// again, so a long-running worker whose claims never come back empty (the only time the
+// idle check read and pruned the record) does not keep one entry for every job ever slowed
+// down. Before, the entry stayed while the job ran again and after it ended.
+func TestHandedBackForgottenWhenClaimedAgain(t *testing.T) {
+	t.Parallel()
+	d, err := Open(t.Context(), ":memory:", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	q, err := d.Queue("slowed", nil)
+	require.NoError(t, err)
+	id, err := q.Submit(t.Context(), 1, nil)
+	require.NoError(t, err)
+	var w *Worker
+	runs := 0
+	entries := -1 // Worker.handedBack's size while the job runs again
+	fn := func(ctx context.Context, job *Job) (any, error) {
+		if runs++; runs == 1 {
+			return nil, RateLimited("", time.Millisecond)
+		}
+		w.mu.Lock()
+		entries = len(w.handedBack)
+		w.mu.Unlock()
+		return "ok", nil
+	}
+	w, err = NewWorker(d, []Handler{Handle("slowed", fn)}, &WorkerOptions{ExitWhenIdle: true,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	require.NoError(t, err)
+	require.NoError(t, w.Start(t.Context()))
+	select {
+	case <-w.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker did not return")
+	}
+	require.NoError(t, w.Err())
+	require.Equal(t, 2, runs)
+	require.Equal(t, 0, entries, "the entry of %s ended with its new claim", id)
+}

@@ -258,6 +258,8 @@ type Schedule struct {
 	// KeepState) starts the schedule again at the first tick after now — unless the replaced
 	// schedule, not paused and of the same rule, has a tick due that maintenance has not
 	// fired yet: that tick stays the next fire (a set landing on a tick's instant fires it).
+	// Only a tick at most ScheduleGrace old is kept, so a plain set after long downtime
+	// does not replay the backlog.
 	KeepState bool
 	// Replacing, when not nil, makes ScheduleSet conditional on what it replaces: the stored
 	// schedule of the name must be of queue *Replacing, or with "" there must be none;

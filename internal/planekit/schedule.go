@@ -128,8 +128,12 @@ func ScheduleKeepRow(row *ScheduleRow, s *plane.Schedule, found *ScheduleRow, no
 // has not fired it yet), found is not paused, s is not paused and the rule is unchanged
 // (plane.Schedule.SameRule): a replace made at a tick's instant, or after it within the
 // maintenance interval, then fires that tick (and the ticks missed before it, by s's
-// CatchUp) instead of dropping it, which the first tick after now did. Errors: found's
-// spec unreadable.
+// CatchUp) instead of dropping it, which the first tick after now did. Only a fresh tick
+// is owed: a due tick more than plane.ScheduleGrace old (the plane was down, or its
+// maintenance stalled) is not kept, and the set keeps instead the rule's first tick within
+// that grace, when one is due, else starts at the first tick after now as any plain set —
+// so a plain set after long downtime never replays the backlog (with CatchUpAll, every
+// missed tick), which only a KeepState set asks for. Errors: found's spec unreadable.
 func ScheduleKeepDue(row *ScheduleRow, s *plane.Schedule, found *ScheduleRow, now time.Time) error {
 	if s.Paused || found.Paused || found.NextMS <= 0 || found.NextMS > now.UnixMilli() {
 		return nil
@@ -138,9 +142,21 @@ func ScheduleKeepDue(row *ScheduleRow, s *plane.Schedule, found *ScheduleRow, no
 	if err != nil {
 		return err
 	}
-	if stored.SameRule(s) {
-		row.NextMS = found.NextMS
+	if !stored.SameRule(s) {
+		return nil
 	}
+	due := FromMS(found.NextMS)
+	if now.Sub(due) > plane.ScheduleGrace {
+		rule, err := s.Rule()
+		if err != nil {
+			return err
+		}
+		// The first tick at or after now-ScheduleGrace (Next is strictly after).
+		if due = rule.Next(now.Add(-plane.ScheduleGrace - time.Millisecond)); due.IsZero() || due.After(now) {
+			return nil
+		}
+	}
+	row.NextMS = due.UnixMilli()
 	return nil
 }
 

@@ -372,6 +372,34 @@ func testSchedules(t *testing.T, s *suite) {
 		require.Empty(t, fires(t, b, "paused"))
 	})
 
+	t.Run("PlainSetAfterDowntimeOwesNoBacklog", func(t *testing.T) {
+		// A plain set after long downtime (the replaced schedule's next fire hours old,
+		// never fired) keeps only a fresh due tick (at most ScheduleGrace old): with
+		// CatchUpAll it does not replay the backlog — before, it kept the hours-old next
+		// fire and the first pass fired ScheduleFiresMax ticks, the rest in the next
+		// passes. Without a fresh tick it starts at the first tick after now, as any plain
+		// set. Only a KeepState set keeps the backlog (by its CatchUp).
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		set(t, b, plane.Schedule{Name: "minutely", Every: time.Minute, CatchUp: plane.CatchUpAll})
+		set(t, b, plane.Schedule{Name: "hourly", Every: time.Hour, CatchUp: plane.CatchUpAll})
+		start := b.now()
+		tick := start.Truncate(time.Hour).Add(3 * time.Hour) // a tick of both rules
+		b.advance(tick.Sub(start) + 30*time.Minute)          // hourly's last tick: 30 min old
+		fresh := tick.Add(29 * time.Minute)                  // minutely's oldest tick at most ScheduleGrace old
+		again := set(t, b, plane.Schedule{Name: "minutely", Every: time.Minute, CatchUp: plane.CatchUpAll})
+		requireTime(t, fresh, again.NextFire, "the oldest fresh due tick is the next fire")
+		hourly := set(t, b, plane.Schedule{Name: "hourly", Every: time.Hour, CatchUp: plane.CatchUpAll})
+		requireTime(t, tick.Add(time.Hour), hourly.NextFire, "no fresh tick: the first after now")
+		maintain(t, b)
+		got := fires(t, b, "minutely")
+		require.Len(t, got, 2, "the fresh ticks only (a minute ago, now), not the hours of missed ones")
+		for i, inv := range got {
+			require.Equal(t, plane.ScheduleKey("minutely", fresh.Add(time.Duration(i)*time.Minute)), b.get(t, inv.ID).Key)
+		}
+		require.Empty(t, fires(t, b, "hourly"))
+	})
+
 	t.Run("ConcurrencyKey", func(t *testing.T) {
 		// A schedule's concurrency key is every fire's: a schedule per tenant, each
 		// tenant's fires under its key's limit. Stored and listed with the schedule, and

@@ -125,6 +125,16 @@ def test_schedule_concurrency_key(every_plane: HttpDispatch, qname: str) -> None
     with pytest.raises(InvalidError, match="concurrency_key") as e:
         set_schedule(qname, qname, every=60, concurrency_key="k" * 257, dispatch=d)
     assert e.value.field == "concurrency_key"
+    # Checked as a submit's, by the one check: a key that is not UTF-8 (a lone surrogate)
+    # or not a string is an InvalidError naming it, as at submit (before: a
+    # UnicodeEncodeError from the msgpack encoder, and a server refusal worded otherwise).
+    for bad in ("\ud800", 5):
+        with pytest.raises(InvalidError, match="concurrency_key") as e:
+            set_schedule(qname, qname, every=60, concurrency_key=cast(str, bad), dispatch=d)
+        assert e.value.field == "concurrency_key"
+        with pytest.raises(InvalidError) as submitted:
+            SyncQueue(qname, dispatch=d).submit(1, concurrency_key=cast(str, bad))
+        assert str(e.value) == str(submitted.value), "one wording for a submit's and a schedule's key"
     info = set_schedule(qname, qname, {"n": 1}, every=1, concurrency_key="tenant-a", dispatch=d)
     try:
         assert info.concurrency_key == "tenant-a"

@@ -138,6 +138,74 @@ def test_exit_when_idle_leaves_a_slowed_down_job_of_a_paused_queue(dispatch: Htt
     assert runs == ["x"] and q.get(inv).state == "queued", "left for a resume"
 
 
+def test_exit_when_idle_leaves_a_slowed_down_job_cancelled_meanwhile(dispatch: HttpDispatch, qname: str) -> None:
+    """A job cancelled while it waits out a long "slow down" is no work: the worker returns
+    without waiting for the delay's end. Before, the job was not read until its due time, so
+    the worker claimed for the hour it was told to slow down for. Go:
+    TestRunWorker/ExitWhenIdleWaitsForItsSlowDown."""
+    q = SyncQueue(qname, dispatch=dispatch)
+    first = q.submit(0, max_attempts=1)
+    q.submit(1, max_attempts=1)  # FIFO: runs after the first was handed back
+    runs: list[int] = []
+
+    def body(n: int) -> str:
+        runs.append(n)
+        if n == 0:
+            raise RateLimited(3600)
+        q.cancel(first)
+        return "ok"
+
+    stop = threading.Event()
+    result: list[int] = []
+    t = threading.Thread(
+        target=lambda: result.append(
+            run_worker(dispatch, queues={qname: body}, exit_when_idle=True, handle_signals=False, stop=stop)
+        ),
+        daemon=True,
+    )
+    t.start()
+    t.join(60)  # a bound for a worker that never returns on its own, not a speed verdict
+    returned = not t.is_alive()
+    stop.set()
+    t.join(60)
+    assert returned, "the worker waited for a cancelled job's slow down"
+    assert runs == [0, 1] and result == [2]
+    assert q.get(first).state == "cancelled"
+
+
+def test_exit_when_idle_forgets_a_slowed_down_job_claimed_again(
+    dispatch: HttpDispatch, qname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's record of a job it slowed down ends when it claims that job again, so
+    a long-running worker whose claims never come back empty (the only time the idle check
+    pruned it) does not keep an entry for every job ever slowed down. Before, the entry
+    stayed while the job ran again and after it ended. Go:
+    TestHandedBackForgottenWhenClaimedAgain."""
+    from lakeshore import worker
+
+    original = worker._Worker._keep
+    sizes: list[int] = []
+
+    def noted_keep(self: Any, r: Any) -> None:
+        original(self, r)
+        sizes.append(len(self.handed_back))
+
+    monkeypatch.setattr(worker._Worker, "_keep", noted_keep)
+    q = SyncQueue(qname, dispatch=dispatch)
+    q.submit("x", max_attempts=1)
+    runs: list[str] = []
+
+    def body(x: str) -> str:
+        runs.append(x)
+        if len(runs) == 1:
+            raise RateLimited(0.001)
+        return "ok"
+
+    assert run_worker(dispatch, queues={qname: body}, exit_when_idle=True, handle_signals=False) == 2
+    assert runs == ["x", "x"]
+    assert sizes == [0, 0], "no entry once the slowed-down job was claimed again"
+
+
 def test_exit_when_idle_claims_after_its_check(
     dispatch: HttpDispatch, qname: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

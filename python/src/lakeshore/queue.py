@@ -591,6 +591,23 @@ def _check_seconds(
     )
 
 
+def _check_concurrency_key(ck: object) -> str:
+    """``ck`` as a concurrency key (1–256 bytes of UTF-8 without NUL; the caller leaves out
+    None and ``""``, which mean none), else InvalidError naming ``concurrency_key``, as the
+    server's: a submit's and a schedule's key (set_schedule) are checked here, once, before
+    a key that is not UTF-8 (a lone surrogate) fails to encode."""
+    if not isinstance(ck, str) or (size := utf8_size(ck)) is None or size > 256 or "\x00" in ck:
+        shown = repr(ck)
+        shown = shown if len(shown) <= 100 else shown[:99] + "…"  # as the server's
+        raise errors.InvalidError(
+            f"invalid concurrency_key {shown}: use 1–256 bytes of UTF-8 without NUL",
+            field="concurrency_key",
+            value=ck,
+            rule="1–256 bytes of UTF-8 without NUL",
+        )
+    return ck
+
+
 def _check_max_attempts(v: Any) -> int:
     """``v`` as an int from 0 to MAX_ATTEMPTS_MAX, or InvalidError naming max_attempts with
     the server's rule: an integer (numpy's too), never a float or a string silently
@@ -964,17 +981,7 @@ class QueueCore:
         # "" is no concurrency key, as None (and as Go's zero value, HTTP's "" and the CLI's
         # --concurrency-key ""): docs/semantics.md, "Concurrency keys and fair share".
         if env.concurrency_key is not None and env.concurrency_key != "":
-            ck = env.concurrency_key
-            if not isinstance(ck, str) or (size := utf8_size(ck)) is None or size > 256 or "\x00" in ck:
-                shown = repr(ck)
-                shown = shown if len(shown) <= 100 else shown[:99] + "…"  # as the server's
-                raise errors.InvalidError(
-                    f"invalid concurrency_key {shown}: use 1–256 bytes of UTF-8 without NUL",
-                    field="concurrency_key",
-                    value=ck,
-                    rule="1–256 bytes of UTF-8 without NUL",
-                )
-            body["concurrency_key"] = ck
+            body["concurrency_key"] = _check_concurrency_key(env.concurrency_key)
         if env.requires:
             body["requirement"] = _placement("requires", env.requires)
         return body

@@ -19,7 +19,7 @@ from typing import Any, Callable, Literal, TypeVar, cast
 from lakeshore import errors
 from lakeshore._transport import path_segment
 from lakeshore.dispatch import Dispatch, default_dispatch
-from lakeshore.queue import _check_max_attempts, encode_value
+from lakeshore.queue import _check_concurrency_key, _check_max_attempts, encode_value
 from lakeshore.worker import all_schedules, udf
 
 __all__ = [
@@ -168,7 +168,8 @@ def set_schedule(
         ("catch_up", catch_up),
         ("attempt_timeout", float(attempt_timeout) if attempt_timeout is not None else None),
         ("metadata", dict(metadata) if metadata else None),
-        ("concurrency_key", concurrency_key),
+        # "" or None: none; else checked as a submit's key (a lone surrogate cannot encode).
+        ("concurrency_key", _check_concurrency_key(concurrency_key) if concurrency_key not in (None, "") else None),
     ):
         if v:
             body[k] = v

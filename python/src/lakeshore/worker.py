@@ -599,8 +599,9 @@ class _Worker:
         self.exit_when_idle = exit_when_idle
         self.empty = [False] * len(self.claimers)
         # exit_when_idle: the jobs a body answered "slow down" (RateLimited), by id: the core
-        # to read them with, their queue and when their delay ends (monotonic), until
-        # _handed_back_waits finds them claimed or ended (Go's Worker.handedBack).
+        # to read them with, their queue and when their delay ends (monotonic), until this
+        # worker claims them again (_keep) or _handed_back_waits finds them claimed or
+        # ended (Go's Worker.handedBack).
         self.handed_back: dict[str, tuple[QueueCore, str, float]] = {}
         self.claiming = 0
         self.idle_checking = False
@@ -858,25 +859,29 @@ class _Worker:
     async def _handed_back_waits(self, served: set[str]) -> bool:
         """Whether a job a body answered "slow down" (RateLimited) still waits out its
         delay: the worker's unfinished work, not an idle queue, so ``exit_when_idle`` waits
-        for it. Before its due time without a read; after, while the job still reads as
-        queued (the plane's clock behind, its key at its limit). One claimed since (by any
-        worker), ended, or that the token may not read (the due time alone then decides)
-        is forgotten. One of a queue not in ``served`` (paused: no claim takes it until it
-        is resumed) does not count. Go's ``Worker.handedBackWaits``."""
+        for it. It waits while the job reads as queued (before its due time, and after
+        while the plane's clock is behind or its key at its limit). One claimed since (by
+        any worker) or ended (cancelled, deleted, trimmed) is forgotten at once, whatever
+        its due time, so a job cancelled during a long "slow down" does not keep the
+        worker; one the token may not read waits until its due time alone. One of a queue
+        not in ``served`` (paused: no claim takes it until it is resumed) does not count.
+        An entry also ends when this worker claims the job again (:meth:`_keep`). Go's
+        ``Worker.handedBackWaits``."""
         now = time.monotonic()
         waiting = {id: entry for id, entry in self.handed_back.items() if entry[1] in served}
-        if any(now < due for _, _, due in waiting.values()):
-            return True
-        for id, entry in waiting.items():
+        for id, entry in waiting.items():  # the first that still waits answers: one read per poll
             core = entry[0]
             try:
                 inv = await core.get(id)
                 if inv.state == "queued":
                     return True
-            except (errors.NotFoundError, errors.ForbiddenError, errors.UnauthorizedError):
+            except (errors.ForbiddenError, errors.UnauthorizedError):
+                if now < entry[2]:
+                    return True
+            except errors.NotFoundError:
                 pass
             if self.handed_back.get(id) is entry:  # not handed back again since the read
-                del self.handed_back[id]
+                self.handed_back.pop(id, None)  # (_keep may pop it meanwhile, on a body's thread)
         return False
 
     def stop_running(self, reason: str = "stopped by the worker's shutdown") -> None:
@@ -1154,6 +1159,9 @@ class _Worker:
         interval = _heartbeat_interval(r.job)
         r.due = time.monotonic() + interval
         self.running[r.job.id] = r
+        # Claimed again: no longer waited for (_handed_back_waits); so the record holds only
+        # jobs handed back and not claimed since, however long the worker runs.
+        self.handed_back.pop(r.job.id, None)
         wake = self.keeper_wake
         if interval < _KEEPER_IDLE_SECONDS and wake is not None:
             with contextlib.suppress(RuntimeError):
@@ -1821,7 +1829,8 @@ def run_worker(
             rate limit or "slow down" hold, or the key at its concurrency limit) — such a
             job is work, so the worker claims again every 0.2 s until it runs it rather
             than leave it with no worker. So does a job a body answered "slow down"
-            (``raise RateLimited``): only delayed, it runs again when its delay ends. A
+            (``raise RateLimited``): only delayed, it runs again when its delay ends (one
+            cancelled or deleted meanwhile no longer counts). A
             job submitted with a delay or waiting out a retry's backoff, or in a paused
             queue, does not keep it. Its claims do not wait (``wait`` must be 0). Go's
             ``WorkerOptions.ExitWhenIdle``, ``lakeshore worker --exit-when-idle``.
