@@ -28,6 +28,9 @@ func (d *Driver) do(ctx context.Context, apply func(t *wtx) error) error {
 	if err == sqlitedb.ErrClosed {
 		return plane.ErrClosed
 	}
+	if sqlitedb.IsFull(err) {
+		return plane.DiskFull("the plane's database " + d.path)
+	}
 	return err
 }
 
