@@ -30,6 +30,13 @@ func (e *SchemaNewerError) Error() string {
 // Unwrap is ErrSchemaNewer.
 func (e *SchemaNewerError) Unwrap() error { return ErrSchemaNewer }
 
+// Versions is the number of migrations of fsys (its "*.sql" files at the root): the schema
+// version Migrate brings a file to, and WriterConfig.SchemaVersion.
+func Versions(fsys fs.FS) int {
+	names, _ := fs.Glob(fsys, "*.sql")
+	return len(names)
+}
+
 // Migrate applies the migrations of fsys (its files matching "*.sql" at the root, in name
 // order; the i-th file is schema version i+1) not yet recorded in PRAGMA user_version, each
 // in its own BEGIN IMMEDIATE transaction. Several processes may migrate the same file at

@@ -2,12 +2,16 @@ package filestore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
@@ -46,4 +50,35 @@ func TestPutOnFullDiskIsLimitExceeded(t *testing.T) {
 	setMax("1073741823")
 	_, err = persist.New(q).Put(ctx, big)
 	require.NoError(t, err)
+}
+
+// A meta.db a newer build migrated while this queue is open refuses this build's next put
+// (plane.ErrUnavailable, naming meta.db and both versions) and stores nothing; before, the
+// put went on with this build's statements.
+func TestPutAfterNewerBuildMigratedIsRefused(t *testing.T) {
+	ctx := context.Background()
+	q, err := openFile(ctx, "q", &persist.Config{Dir: t.TempDir()})
+	require.NoError(t, err)
+	defer func() {
+		// Close flushes through the writer, which refuses too.
+		if err := q.Close(ctx); err != nil {
+			require.ErrorIs(t, err, sqlitedb.ErrSchemaNewer)
+		}
+	}()
+	_, err = persist.New(q).Put(ctx, persist.Record{"x": "a"})
+	require.NoError(t, err)
+	db, err := sql.Open("sqlite", filepath.Join(q.dir, "meta.db"))
+	require.NoError(t, err)
+	defer db.Close()
+	sub, err := fs.Sub(migrations, "migrations")
+	require.NoError(t, err)
+	_, err = db.Exec(fmt.Sprintf("PRAGMA user_version = %d", sqlitedb.Versions(sub)+1))
+	require.NoError(t, err)
+	_, err = persist.New(q).Put(ctx, persist.Record{"x": "b"})
+	require.ErrorIs(t, err, plane.ErrUnavailable)
+	require.ErrorIs(t, err, sqlitedb.ErrSchemaNewer)
+	require.ErrorContains(t, err, "meta.db")
+	var next string
+	require.NoError(t, db.QueryRow(`SELECT value FROM meta WHERE key = 'next_index'`).Scan(&next))
+	require.Equal(t, "1", next, "the refused put stored nothing")
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
@@ -178,9 +179,11 @@ func startWriter(q *fileQueue, db *sql.DB) (*writer, error) {
 		return nil, fmt.Errorf("writer connection: %w", err)
 	}
 	stmts := map[string]*sql.Stmt{} // the writer's goroutine only
+	schema, _ := fs.Sub(migrations, "migrations")
 	w, err := sqlitedb.NewWriter(ctx, sqlitedb.WriterConfig[*wtx]{
-		Conn:     conn,
-		MaxBatch: maxGroupOps,
+		Conn:          conn,
+		MaxBatch:      maxGroupOps,
+		SchemaVersion: sqlitedb.Versions(schema),
 		Begin: func(ctx context.Context) *wtx {
 			return &wtx{ctx: ctx, conn: conn, q: q, stmts: stmts}
 		},
@@ -266,11 +269,17 @@ func closedAs(err error) error {
 	return err
 }
 
-// errorOf is closedAs(err), and plane.DiskFull naming meta.db for a write SQLite refused
-// for want of room (a put on a full disk answered 500 "internal error").
+// errorOf is closedAs(err), plane.DiskFull naming meta.db for a write SQLite refused for
+// want of room (a put on a full disk answered 500 "internal error"), and
+// plane.ErrUnavailable with the SchemaNewerError for a meta.db a newer build migrated
+// while this one had it open.
 func (w *writer) errorOf(err error) error {
 	if sqlitedb.IsFull(err) {
 		return plane.DiskFull("the data queue's " + w.meta)
+	}
+	if errors.Is(err, sqlitedb.ErrSchemaNewer) {
+		// A newer build migrated meta.db while this one had it open: only it may write.
+		return fmt.Errorf("%w: %s: %w", plane.ErrUnavailable, w.meta, err)
 	}
 	return closedAs(err)
 }

@@ -119,14 +119,15 @@ func (d *Driver) start(ctx context.Context) error {
 		return err
 	}
 	d.writer, err = sqlitedb.NewWriter(ctx, sqlitedb.WriterConfig[*wtx]{
-		Conn:         conn,
-		MaxBatch:     maxBatch,
-		Begin:        w.begin,
-		Flush:        (*wtx).flush,
-		End:          (*wtx).end,
-		Foreign:      w.foreign,
-		Waiting:      d.hub.Waiting,
-		PollInterval: d.cfg.PollInterval,
+		Conn:          conn,
+		MaxBatch:      maxBatch,
+		Begin:         w.begin,
+		Flush:         (*wtx).flush,
+		End:           (*wtx).end,
+		Foreign:       w.foreign,
+		SchemaVersion: sqlitedb.Versions(schema),
+		Waiting:       d.hub.Waiting,
+		PollInterval:  d.cfg.PollInterval,
 		Tasks: []sqlitedb.Task[*wtx]{
 			{Name: "maintenance", Interval: d.cfg.MaintenanceInterval, Apply: func(t *wtx) error {
 				_, err := d.maintainer.runOnce(t)

@@ -159,3 +159,38 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	require.ErrorContains(t, err, fmt.Sprintf("up to %d", len(files)))
 	require.Equal(t, 99, userVersion(t, path))
 }
+
+// A newer build migrating the file while this one has it open (an old daemon or server
+// still running beside a new one): this process's next write is refused with
+// ErrSchemaNewer (and plane.ErrUnavailable: another process may serve it) and writes
+// nothing; before, it went on writing with its own statements beside the newer triggers.
+func TestNewerBuildMigratedWhileOpen(t *testing.T) {
+	ctx := context.Background()
+	path := schema14(t)
+	d, err := Open(ctx, path, nil)
+	require.NoError(t, err)
+	defer d.Close()
+	submit := func() error {
+		_, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "late",
+			Invocations: []plane.SubmitParams{{Payload: []byte{1}}}})
+		return err
+	}
+	require.NoError(t, submit())
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	files, _ := migrations.ReadDir("migrations")
+	_, err = db.Exec(fmt.Sprintf("PRAGMA user_version = %d", len(files)+1)) // the newer build's migration
+	require.NoError(t, err)
+
+	err = submit()
+	require.ErrorIs(t, err, ErrSchemaNewer)
+	require.ErrorIs(t, err, plane.ErrUnavailable)
+	require.ErrorContains(t, err, path)
+	require.ErrorIs(t, submit(), ErrSchemaNewer, "every later write too")
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM invocations WHERE queue = 'late'`).Scan(&n))
+	require.Equal(t, 1, n, "nothing written after the newer migration")
+	_, err = d.InvocationGet(ctx, "01M97GPECXN61CH7E27VHA2XMS")
+	require.NoError(t, err, "reads go on")
+}
