@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import http.server
 import shutil
+import socket
 import ssl
 import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,9 +21,9 @@ from lakeshore import HttpDispatch, SyncQueue, errors
 class _Counting(http.server.HTTPServer):
     connections = 0
 
-    def get_request(self) -> tuple[object, object]:
+    def get_request(self) -> tuple[socket.socket, Any]:
         type(self).connections += 1
-        return super().get_request()  # type: ignore[return-value]
+        return super().get_request()
 
 
 @pytest.fixture
