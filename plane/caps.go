@@ -63,3 +63,15 @@ func capReached(stored, max, def int) (int, bool) {
 	}
 	return max, max >= 0 && stored >= max
 }
+
+// DiskFull is the error of a write refused because the disk holding what (a file or
+// directory, e.g. the plane's database or a data queue's meta.db) has no room left: SQLite's
+// SQLITE_FULL or the system's ENOSPC. It is ErrLimitExceeded's code (HTTP 409, not
+// retried), naming the path and what to do, rather than an internal error (HTTP 500
+// "internal error", which told the client nothing). Nothing of the refused write is stored;
+// reads go on working, and writes succeed again once space is freed.
+func DiskFull(what string) error {
+	return &Error{Code: ErrLimitExceeded.Code, Message: fmt.Sprintf(
+		"the disk holding %s is full: nothing was written; reads still work. "+
+			"Free space on that disk (the operator: remove other files, or move it to a larger disk), then retry", what)}
+}

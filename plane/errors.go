@@ -74,7 +74,8 @@ var (
 	// (its number of schedules, SchedulesPerNamespaceDefault) or the server's (its data
 	// queues, bytes of code archives and admission blocks: server.Config's
 	// MaxDataQueuesPerNamespace, MaxCodeBytesPerNamespace, MaxAdmissionBlocksPerNamespace).
-	// Nothing changed; retrying does not help until something is removed or the cap raised.
+	// Also a write refused for a full disk (DiskFull). Nothing changed; retrying does not
+	// help until something is removed, the cap raised or space freed.
 	ErrLimitExceeded = &Error{Code: "limit_exceeded", Message: "limit exceeded"}
 )
 

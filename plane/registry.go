@@ -168,9 +168,11 @@ const TokenIDRule = WorkerIDRule
 // TokenGlobRule is what TokenInfo.Namespace and TokenInfo.Queue may be.
 const TokenGlobRule = "use a path.Match pattern of 1–128 bytes of [A-Za-z0-9._-] and *?[]^, e.g. * or train-*"
 
-// ErrTokenExists is the error of a TokenCreate whose id (or secret) is already stored.
+// ErrTokenExists is the error of a TokenCreate whose id (or secret) is already stored. A
+// revoked or expired token keeps its row and so its id: a replacement takes a new id.
 func ErrTokenExists(id string) error {
-	return Invalid("id", id, "a token with this id or secret exists already; choose another id, or revoke the old token")
+	return Invalid("id", id, "a token with this id or secret exists already (a revoked or expired token keeps its id); "+
+		"choose another id, e.g. with a suffix (team-a-2) when rotating")
 }
 
 // Validate checks a token to create: id (TokenIDRule), a 32-byte SHA-256 hash, the

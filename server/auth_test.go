@@ -365,6 +365,23 @@ func TestTokenCreateRefusesBadInput(t *testing.T) {
 	}
 }
 
+// TestTokenIDOfRevokedTokenStaysTaken: revoking a token keeps its row (token list shows it
+// revoked), so its id cannot be given to the token that replaces it; the refusal says so and
+// how to rotate (a new id), where before it advised revoking the old token — which the
+// operator rotating a token had just done, and which frees nothing.
+func TestTokenIDOfRevokedTokenStaysTaken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{AdminToken: adminSecret})
+	body := map[string]any{"id": "team-a-train", "namespace": "team-a", "queue": "train", "permissions": []string{"read"}}
+	require.Equal(t, 200, b.doJSON(t, "POST", "/v1/tokens", body, adminSecret).status)
+	require.Equal(t, 200, b.do(t, "DELETE", "/v1/tokens/team-a-train", "", nil, adminSecret).status)
+	eb := b.doJSON(t, "POST", "/v1/tokens", body, adminSecret).requireError(t, 400, "invalid")
+	require.True(t, strings.HasPrefix(eb.Message, "invalid id"), eb.Message)
+	require.NotContains(t, eb.Message, "revoke the old token")
+	require.Contains(t, eb.Message, "revoked")
+	require.Contains(t, eb.Message, "another id")
+}
+
 // TestClaimQueuesScoped: a claim over several queues (the body's queues) is refused with
 // 403 when the token may not consume one of them — on claim and on settle-and-claim —
 // and takes nothing; a token covering all of them claims from the queue that has work.

@@ -7,6 +7,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -251,6 +252,17 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	if err := CheckAdminToken(addr, admin); err != nil {
 		return err
 	}
+	// The certificate is read before anything starts, so a missing or mismatched file is a
+	// usage error naming the flags, not a failure after "serving" was logged.
+	var certs []tls.Certificate
+	if o.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
+		if err != nil {
+			return plane.Invalid("--tls-cert/--tls-key", o.TLSCert+", "+o.TLSKey, err.Error()+
+				": give the certificate (PEM, the server's first) and its private key (PEM)")
+		}
+		certs = []tls.Certificate{cert}
+	}
 	target, err := serveTarget(o.Target, getenv)
 	if err != nil {
 		return err
@@ -338,8 +350,12 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 
 	errc := make(chan error, 1)
 	go func() {
-		if o.TLSCert != "" {
-			errc <- hs.ServeTLS(ln, o.TLSCert, o.TLSKey)
+		if certs != nil {
+			if hs.TLSConfig == nil {
+				hs.TLSConfig = &tls.Config{}
+			}
+			hs.TLSConfig.Certificates = certs
+			errc <- hs.ServeTLS(ln, "", "")
 		} else {
 			errc <- hs.Serve(ln)
 		}

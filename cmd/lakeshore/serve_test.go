@@ -62,6 +62,30 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 	require.Error(t, (&ServeOpts{TLSCert: "c.pem"}).Validate(), "a cert without a key")
 }
 
+// TestServeRefusesAnUnreadableCertificate: a --tls-cert that does not exist, or a
+// certificate and key given the wrong way round, is a usage error naming the flags, before
+// the plane is opened or anything listens; before, serve logged "serving … url=https://…",
+// then exited 5 with "serve: open nope.pem: …".
+func TestServeRefusesAnUnreadableCertificate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(key, []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), 0o600))
+	db := filepath.Join(dir, "l.db")
+	for _, files := range [][2]string{{filepath.Join(dir, "nope.pem"), key}, {key, key}} {
+		ready := false
+		err := RunServe(t.Context(), &ServeOpts{Addr: "127.0.0.1:0", Target: db, TLSCert: files[0], TLSKey: files[1],
+			Ready: func(net.Addr) { ready = true }},
+			slog.New(slog.DiscardHandler), func(string) string { return "" })
+		var invalid *plane.InvalidError
+		require.ErrorAs(t, err, &invalid, "%v", files)
+		require.Equal(t, "--tls-cert/--tls-key", invalid.Field)
+		require.False(t, ready, "nothing served")
+		_, statErr := os.Stat(db)
+		require.True(t, os.IsNotExist(statErr), "the plane was not opened")
+	}
+}
+
 func TestServeAndTokens(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "l.db")

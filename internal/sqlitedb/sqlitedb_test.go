@@ -478,3 +478,31 @@ func TestWriterSavepointIsolatesOneOperation(t *testing.T) {
 	require.Equal(t, rows, flushedWrites, "the undo restored the failed operation's state")
 	require.Positive(t, commits)
 }
+
+// A file migrated by a newer build (a user_version past this build's migrations) is refused
+// before anything is written: an older binary must not run its statements against tables
+// and triggers it does not know (a downgrade). Before, Migrate skipped every migration and
+// the old build wrote to the newer schema.
+func TestMigrateRefusesNewerSchema(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "x.db")
+	open(t, path) // migrated to 2 by the full schema
+	db, err := Open(path, nil)
+	require.NoError(t, err)
+	defer db.Close()
+	conn, err := db.Write.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	older := fstest.MapFS{"001_items.sql": schema["001_items.sql"]}
+	err = Migrate(ctx, conn, older)
+	require.ErrorIs(t, err, ErrSchemaNewer)
+	var newer *SchemaNewerError
+	require.ErrorAs(t, err, &newer)
+	require.Equal(t, 2, newer.Have)
+	require.Equal(t, 1, newer.Known)
+	require.Contains(t, err.Error(), "version 2")
+	require.Contains(t, err.Error(), "up to 1")
+	var v int
+	require.NoError(t, conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v))
+	require.Equal(t, 2, v)
+}

@@ -62,6 +62,17 @@ func IsCorrupt(err error) bool {
 	return false
 }
 
+// IsFull reports whether err is SQLite's SQLITE_FULL: the disk holding the database (or its
+// WAL) has no room left, or the file reached its max_page_count. Nothing of the failed
+// transaction was written.
+func IsFull(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()&0xff == sqlite3.SQLITE_FULL
+	}
+	return false
+}
+
 // IsNoTransaction reports whether err says there was no transaction to end (a ROLLBACK after
 // SQLite already rolled back on its own).
 func IsNoTransaction(err error) bool {

@@ -40,6 +40,10 @@ type Writer[T any] struct {
 	// savepoint, rollbackTo and release are the per-operation savepoint statements, prepared
 	// when cfg.Savepoint is set.
 	savepoint, rollbackTo, release *sql.Stmt
+	// schemaCheck is set when another process committed: the next transaction reads the
+	// schema version (cfg.SchemaVersion). newer is the refusal once a newer one was read.
+	schemaCheck bool
+	newer       error
 }
 
 // WriterConfig configures a Writer. Conn and Begin are required.
@@ -63,6 +67,14 @@ type WriterConfig[T any] struct {
 	// wake waiters. It is checked at the start of every transaction and, every
 	// PollInterval, while Waiting reports true. Optional.
 	Foreign func(err error)
+	// SchemaVersion, when > 0, is the last schema version this build knows (its number of
+	// migrations). After another process committed, the writer reads PRAGMA user_version at
+	// the start of its next transaction, under the write lock; if a newer build migrated the
+	// file meanwhile (an old daemon or server still running beside a new one), that
+	// transaction and every later one are refused with a *SchemaNewerError, writing
+	// nothing: this build's statements must not run against tables and triggers it does
+	// not know (Migrate refuses such a file at open). 0: no check.
+	SchemaVersion int
 	// Waiting reports whether anyone waits for a change, which turns on the poll for other
 	// processes' commits. Nil never polls.
 	Waiting func() bool
@@ -336,6 +348,12 @@ func (w *Writer[T]) transact(batch []*op[T]) error {
 		return err
 	}
 	w.checkForeign(ctx)
+	if err := w.checkSchema(ctx); err != nil {
+		if _, rerr := w.cfg.Conn.ExecContext(ctx, "ROLLBACK"); rerr != nil && !IsNoTransaction(rerr) {
+			w.cfg.Logger.Warn("rollback failed", "error", rerr)
+		}
+		return err
+	}
 	tx := w.cfg.Begin(ctx)
 	isolate := w.cfg.Savepoint != nil && len(batch) > 1
 	var err error
@@ -425,7 +443,33 @@ const busyTries = 100
 // checkForeign calls Foreign when another process committed since the last look. Right
 // after BEGIN IMMEDIATE nobody else can commit, so what the transaction reads is current.
 func (w *Writer[T]) checkForeign(ctx context.Context) {
-	if changed, err := w.watch.Changed(ctx); changed && w.cfg.Foreign != nil {
+	changed, err := w.watch.Changed(ctx)
+	if changed {
+		w.schemaCheck = true
+	}
+	if changed && w.cfg.Foreign != nil {
 		w.cfg.Foreign(err)
 	}
+}
+
+// checkSchema is the refusal of a file a newer build migrated since the writer started
+// (WriterConfig.SchemaVersion), read in the open transaction after another process
+// committed; nil when the version is known or was not to be read.
+func (w *Writer[T]) checkSchema(ctx context.Context) error {
+	if w.newer != nil {
+		return w.newer
+	}
+	if !w.schemaCheck || w.cfg.SchemaVersion <= 0 {
+		return nil
+	}
+	var version int
+	if err := w.cfg.Conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	w.schemaCheck = false
+	if version > w.cfg.SchemaVersion {
+		w.newer = &SchemaNewerError{Have: version, Known: w.cfg.SchemaVersion}
+		return w.newer
+	}
+	return nil
 }

@@ -4,13 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
+	"syscall"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // migrations holds the numbered schema migrations of meta.db, applied once each by
@@ -49,10 +52,14 @@ func openDB(ctx context.Context, path string, durability persist.Durability, bus
 	return db, nil
 }
 
-// corruptDB is err of step wrapped in persist.ErrCorrupt when SQLite says meta.db is damaged
+// corruptDB is plane.DiskFull for a disk with no room left (making meta.db on a full disk
+// answered 500 "internal error"), else err of step wrapped in persist.ErrCorrupt when SQLite says meta.db is damaged
 // or is not a database (no retry helps: its answer is the typed corrupt error, not an
 // internal one), else wrapped as it is.
 func corruptDB(step string, err error) error {
+	if sqlitedb.IsFull(err) || errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%s: %w", step, plane.DiskFull("meta.db"))
+	}
 	if sqlitedb.IsCorrupt(err) {
 		return fmt.Errorf("%w: %s: %w", persist.ErrCorrupt, step, err)
 	}

@@ -5,9 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // Every write of this process to meta.db (puts, flush manifest changes, consumption, KV,
@@ -163,7 +166,10 @@ func (t *wtx) saveSchema(old, s persist.Schema) error {
 }
 
 // writer is the file store's handle on its sqlitedb.Writer.
-type writer struct{ w *sqlitedb.Writer[*wtx] }
+type writer struct {
+	w    *sqlitedb.Writer[*wtx]
+	meta string // the path of the queue's meta.db, for the disk-full error
+}
 
 // startWriter takes a connection of db for the writer and starts it.
 func startWriter(q *fileQueue, db *sql.DB) (*writer, error) {
@@ -173,9 +179,11 @@ func startWriter(q *fileQueue, db *sql.DB) (*writer, error) {
 		return nil, fmt.Errorf("writer connection: %w", err)
 	}
 	stmts := map[string]*sql.Stmt{} // the writer's goroutine only
+	schema, _ := fs.Sub(migrations, "migrations")
 	w, err := sqlitedb.NewWriter(ctx, sqlitedb.WriterConfig[*wtx]{
-		Conn:     conn,
-		MaxBatch: maxGroupOps,
+		Conn:          conn,
+		MaxBatch:      maxGroupOps,
+		SchemaVersion: sqlitedb.Versions(schema),
 		Begin: func(ctx context.Context) *wtx {
 			return &wtx{ctx: ctx, conn: conn, q: q, stmts: stmts}
 		},
@@ -201,7 +209,7 @@ func startWriter(q *fileQueue, db *sql.DB) (*writer, error) {
 		return nil, err
 	}
 	go w.Run()
-	return &writer{w: w}, nil
+	return &writer{w: w, meta: filepath.Join(q.dir, "meta.db")}, nil
 }
 
 // do hands fn to the writer and waits for the commit (or rollback) of its transaction.
@@ -209,7 +217,7 @@ func startWriter(q *fileQueue, db *sql.DB) (*writer, error) {
 // own writes and is its answer alone. Once the writer took fn, do waits for its answer
 // even if ctx ends, so a committed write is never reported as failed.
 func (w *writer) do(ctx context.Context, fn func(tx *wtx) error) error {
-	return closedAs(w.w.Do(ctx, func(t *wtx) error {
+	return w.errorOf(w.w.Do(ctx, func(t *wtx) error {
 		t.ops++
 		return fn(t)
 	}))
@@ -248,7 +256,7 @@ func (w *writer) doPut(ctx context.Context, fn func(tx *wtx) error) error {
 		return err
 	})
 	if err != nil {
-		return closedAs(err)
+		return w.errorOf(err)
 	}
 	return refused
 }
@@ -259,6 +267,21 @@ func closedAs(err error) error {
 		return persist.ErrClosed
 	}
 	return err
+}
+
+// errorOf is closedAs(err), plane.DiskFull naming meta.db for a write SQLite refused for
+// want of room (a put on a full disk answered 500 "internal error"), and
+// plane.ErrUnavailable with the SchemaNewerError for a meta.db a newer build migrated
+// while this one had it open.
+func (w *writer) errorOf(err error) error {
+	if sqlitedb.IsFull(err) {
+		return plane.DiskFull("the data queue's " + w.meta)
+	}
+	if errors.Is(err, sqlitedb.ErrSchemaNewer) {
+		// A newer build migrated meta.db while this one had it open: only it may write.
+		return fmt.Errorf("%w: %s: %w", plane.ErrUnavailable, w.meta, err)
+	}
+	return closedAs(err)
 }
 
 // close stops the writer and waits for it.

@@ -27,6 +27,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -561,6 +562,11 @@ func (d *Driver) once(ctx, reqCtx context.Context, c *call, u string, body []byt
 		if why := stopped(); why != nil {
 			return why, 0, false
 		}
+		if untrusted(err) && len(d.bases) == 1 {
+			// A certificate this machine does not trust stays untrusted: no retry can
+			// pass (with several servers the next one is tried, as for any failure).
+			return unavailable(c, err), 0, false
+		}
 		return unavailable(c, err), 0, c.safe || dialError(err) || serverClosedIdle(err)
 	}
 	defer resp.Body.Close()
@@ -641,9 +647,30 @@ func headStatus(status int) error {
 func unavailable(c *call, err error) error {
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		err = &refusedError{err: err}
+	} else if untrusted(err) {
+		err = &untrustedError{err: err}
 	}
 	return fmt.Errorf("%s %s: %w (%w)", c.method, c.path, plane.ErrUnavailable, err)
 }
+
+// untrusted reports whether err is the TLS handshake's refusal of the server's certificate
+// (an unknown authority, a name it does not hold, expired).
+func untrusted(err error) bool {
+	var cve *tls.CertificateVerificationError
+	return errors.As(err, &cve)
+}
+
+// untrustedError is a server whose certificate this machine does not trust. Its message
+// keeps Go's reason and adds the way to trust a self-signed certificate or a private CA
+// (SSL_CERT_FILE, which the Go and Python clients read); it unwraps to the handshake's error.
+type untrustedError struct{ err error }
+
+func (e *untrustedError) Error() string {
+	return e.err.Error() + " (to trust a self-signed certificate or a private CA, set SSL_CERT_FILE to its PEM file; " +
+		"the certificate must also name the host in the URL)"
+}
+
+func (e *untrustedError) Unwrap() error { return e.err }
 
 // refusedError is a connection the server's host refused: nothing listens at that address.
 // Its message names the server (scheme and host, from the request's URL, which carries no

@@ -49,6 +49,13 @@ type Driver struct {
 	closeErr  error
 }
 
+// ErrSchemaNewer: the file was migrated by a newer version of Lakeshore (its schema version
+// is past this build's migrations); Open refuses it, naming both versions, before writing
+// anything, rather than run this build's statements against tables it does not know. Run the
+// newer build, or restore a copy of the file taken before the upgrade. The PostgreSQL plane's
+// refusal is pgplane.ErrSchemaNewer.
+var ErrSchemaNewer = sqlitedb.ErrSchemaNewer
+
 var (
 	_ plane.Driver = (*Driver)(nil)
 	_ plane.Clock  = (*Driver)(nil) // Now: the plane's clock (planekit.Verbs)
@@ -101,6 +108,9 @@ func (d *Driver) start(ctx context.Context) error {
 	schema, _ := fs.Sub(migrations, "migrations")
 	if err := sqlitedb.Migrate(ctx, conn, schema); err != nil {
 		conn.Close()
+		if errors.Is(err, sqlitedb.ErrSchemaNewer) {
+			return fmt.Errorf("open %s: %w", d.path, err)
+		}
 		return err
 	}
 	w.conn = conn
@@ -109,14 +119,15 @@ func (d *Driver) start(ctx context.Context) error {
 		return err
 	}
 	d.writer, err = sqlitedb.NewWriter(ctx, sqlitedb.WriterConfig[*wtx]{
-		Conn:         conn,
-		MaxBatch:     maxBatch,
-		Begin:        w.begin,
-		Flush:        (*wtx).flush,
-		End:          (*wtx).end,
-		Foreign:      w.foreign,
-		Waiting:      d.hub.Waiting,
-		PollInterval: d.cfg.PollInterval,
+		Conn:          conn,
+		MaxBatch:      maxBatch,
+		Begin:         w.begin,
+		Flush:         (*wtx).flush,
+		End:           (*wtx).end,
+		Foreign:       w.foreign,
+		SchemaVersion: sqlitedb.Versions(schema),
+		Waiting:       d.hub.Waiting,
+		PollInterval:  d.cfg.PollInterval,
 		Tasks: []sqlitedb.Task[*wtx]{
 			{Name: "maintenance", Interval: d.cfg.MaintenanceInterval, Apply: func(t *wtx) error {
 				_, err := d.maintainer.runOnce(t)

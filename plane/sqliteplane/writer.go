@@ -3,6 +3,7 @@ package sqliteplane
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -27,6 +28,14 @@ func (d *Driver) do(ctx context.Context, apply func(t *wtx) error) error {
 	err := d.writer.Do(ctx, apply)
 	if err == sqlitedb.ErrClosed {
 		return plane.ErrClosed
+	}
+	if errors.Is(err, sqlitedb.ErrSchemaNewer) {
+		// A newer build migrated the file while this one had it open: this process can no
+		// longer write; another (the newer build's) can.
+		return fmt.Errorf("%w: %s: %w", plane.ErrUnavailable, d.path, err)
+	}
+	if sqlitedb.IsFull(err) {
+		return plane.DiskFull("the plane's database " + d.path)
 	}
 	return err
 }

@@ -19,6 +19,7 @@ import os
 import random
 import re
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -1127,6 +1128,15 @@ class HttpTransport:
                 self._failover(at)
                 where = f"the local daemon's socket {self.uds}" if self.uds else f"the Lakeshore server at {redact_url(server.url)}"
                 hint = "" if self.uds else "; is `lakeshore serve` running there (check LAKESHORE_URL)?"
+                if _untrusted_certificate(e):
+                    # No retry makes the certificate trusted; with several servers the next
+                    # one is tried, as for any failure.
+                    retryable = len(self._servers) > 1
+                    hint = (
+                        "; the server's TLS certificate is not trusted here: to trust a self-signed "
+                        "certificate or a private CA, set SSL_CERT_FILE to its PEM file (the "
+                        "certificate must also name the host in the URL)"
+                    )
                 err: errors.DispatchError = errors.UnavailableError(
                     f"cannot reach {where}: {str(e) or type(e).__name__}{hint}",
                     code="unavailable",
@@ -1253,3 +1263,16 @@ def seconds(v: float | None) -> float | None:
 def as_time(v: Any) -> datetime | None:
     """An answer's time field as a datetime (msgpack timestamps decode to datetimes)."""
     return v if isinstance(v, datetime) else None
+
+
+def _untrusted_certificate(e: BaseException) -> bool:
+    """Whether ``e`` (a connect error) comes from the TLS handshake refusing the server's
+    certificate (an unknown authority, a name it does not hold, expired)."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ssl.SSLCertVerificationError):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
