@@ -64,14 +64,34 @@ func capReached(stored, max, def int) (int, bool) {
 	return max, max >= 0 && stored >= max
 }
 
-// DiskFull is the error of a write refused because the disk holding what (a file or
-// directory, e.g. the plane's database or a data queue's meta.db) has no room left: SQLite's
-// SQLITE_FULL or the system's ENOSPC. It is ErrLimitExceeded's code (HTTP 409, not
-// retried), naming the path and what to do, rather than an internal error (HTTP 500
-// "internal error", which told the client nothing). Nothing of the refused write is stored;
-// reads go on working, and writes succeed again once space is freed.
-func DiskFull(what string) error {
-	return &Error{Code: ErrLimitExceeded.Code, Message: fmt.Sprintf(
-		"the disk holding %s is full: nothing was written; reads still work. "+
-			"Free space on that disk (the operator: remove other files, or move it to a larger disk), then retry", what)}
+// DiskFullError is a write refused because the disk holding a file has no room left
+// (SQLite's SQLITE_FULL or the system's ENOSPC). It matches ErrLimitExceeded (HTTP 409, not
+// retried): nothing of the refused write is stored, reads go on working, and writes
+// succeed again once space is freed. Its Error names the file (for an embedded caller, whose
+// file it is, and for the server's log); an HTTP answer says PublicMessage, which does not
+// name the server's paths.
+type DiskFullError struct {
+	// What is the file in words, e.g. "the plane's database", "the data queue's meta.db".
+	What string
+	// Path is the file's path.
+	Path string
 }
+
+// DiskFull returns a *DiskFullError for the file what (in words) at path.
+func DiskFull(what, path string) error { return &DiskFullError{What: what, Path: path} }
+
+// Error is PublicMessage with the file's path.
+func (e *DiskFullError) Error() string {
+	return fmt.Sprintf("the disk holding %s is full (%s): %s", e.What, e.Path, diskFullAdvice)
+}
+
+// PublicMessage is the message without the file's path: what an HTTP client is told.
+func (e *DiskFullError) PublicMessage() string {
+	return fmt.Sprintf("the disk holding %s is full (the server's log names the file): %s", e.What, diskFullAdvice)
+}
+
+// Is matches ErrLimitExceeded.
+func (e *DiskFullError) Is(target error) bool { return ErrLimitExceeded.Is(target) }
+
+const diskFullAdvice = "nothing was written; reads still work. " +
+	"Free space on that disk (the operator: remove other files, or move it to a larger disk), then retry"

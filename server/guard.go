@@ -166,14 +166,21 @@ func escapeInvalidUTF8(s string) string {
 }
 
 // publicErrorBody is api.NewErrorBody as a caller may see it: an unavailable storage
-// answers unavailableMessage (hidden is the error's own text, for the server's log), and
+// answers unavailableMessage and a full disk its DiskFullError.PublicMessage, without the
+// file's path (hidden is the error's own text, for the server's log), and
 // every text is UTF-8 (invalid bytes escaped), so that encoding the answer cannot fail.
 func publicErrorBody(err error) (body api.ErrorBody, status int, hidden string) {
 	body, status = api.NewErrorBody(err)
-	if body.Code == plane.ErrUnavailable.Code {
+	var full *plane.DiskFullError
+	switch {
+	case body.Code == plane.ErrUnavailable.Code:
 		hidden = err.Error()
 		body.Message = unavailableMessage
 		body.Details = nil
+	case errors.As(err, &full):
+		// The full file's path is the server's, for its log only.
+		hidden = err.Error()
+		body.Message = full.PublicMessage()
 	}
 	body.Message = escapeInvalidUTF8(body.Message)
 	if d := body.Details; d != nil {

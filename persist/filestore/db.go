@@ -33,12 +33,12 @@ func openDB(ctx context.Context, path string, durability persist.Durability, bus
 	}
 	db, err := sqlitedb.Open(path, &sqlitedb.Options{Synchronous: sync, BusyTimeout: busy})
 	if err != nil {
-		return nil, corruptDB("open meta.db", err)
+		return nil, corruptDB(path, "open meta.db", err)
 	}
 	conn, err := db.Write.Conn(ctx)
 	if err != nil {
 		db.Close()
-		return nil, corruptDB("open meta.db", err)
+		return nil, corruptDB(path, "open meta.db", err)
 	}
 	sub, err := fs.Sub(migrations, "migrations")
 	if err == nil {
@@ -47,18 +47,18 @@ func openDB(ctx context.Context, path string, durability persist.Durability, bus
 	conn.Close()
 	if err != nil {
 		db.Close()
-		return nil, corruptDB("create meta.db schema", err)
+		return nil, corruptDB(path, "create meta.db schema", err)
 	}
 	return db, nil
 }
 
-// corruptDB is plane.DiskFull for a disk with no room left (making meta.db on a full disk
+// corruptDB is plane.DiskFull (naming path) for a disk with no room left (making meta.db on a full disk
 // answered 500 "internal error"), else err of step wrapped in persist.ErrCorrupt when SQLite says meta.db is damaged
 // or is not a database (no retry helps: its answer is the typed corrupt error, not an
 // internal one), else wrapped as it is.
-func corruptDB(step string, err error) error {
+func corruptDB(path, step string, err error) error {
 	if sqlitedb.IsFull(err) || errors.Is(err, syscall.ENOSPC) {
-		return fmt.Errorf("%s: %w", step, plane.DiskFull("meta.db"))
+		return fmt.Errorf("%s: %w", step, plane.DiskFull("the data queue's meta.db", path))
 	}
 	if sqlitedb.IsCorrupt(err) {
 		return fmt.Errorf("%w: %s: %w", persist.ErrCorrupt, step, err)

@@ -275,7 +275,7 @@ func closedAs(err error) error {
 // while this one had it open.
 func (w *writer) errorOf(err error) error {
 	if sqlitedb.IsFull(err) {
-		return plane.DiskFull("the data queue's " + w.meta)
+		return plane.DiskFull("the data queue's meta.db", w.meta)
 	}
 	if errors.Is(err, sqlitedb.ErrSchemaNewer) {
 		// A newer build migrated meta.db while this one had it open: only it may write.

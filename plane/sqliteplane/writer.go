@@ -35,7 +35,7 @@ func (d *Driver) do(ctx context.Context, apply func(t *wtx) error) error {
 		return fmt.Errorf("%w: %s: %w", plane.ErrUnavailable, d.path, err)
 	}
 	if sqlitedb.IsFull(err) {
-		return plane.DiskFull("the plane's database " + d.path)
+		return plane.DiskFull("the plane's database", d.path)
 	}
 	return err
 }
