@@ -56,6 +56,8 @@ func serverEnded(pgErr *pgconn.PgError) bool {
 //     server (host and port) and what happened, in its own words (never pgx's message);
 //     a new connection the pool could not open is named as Classify names it, and is
 //     unavailable even when Classify's error is not (credentials refused mid-run);
+//   - a write the server refused for a full disk (SQLSTATE 53100): plane.DiskFull
+//     (limit_exceeded) naming the server's host and port, as a full SQLite file is;
 //   - anything else (a statement's own error, the caller's errors): err itself.
 //
 // The caller prefixes its own name.
@@ -67,6 +69,10 @@ func Failure(ctx context.Context, cc *pgx.ConnConfig, err error) error {
 		return ctx.Err()
 	}
 	if !Lost(err) {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "53100" { // disk_full: the statement's write failed, its transaction rolled back
+			return plane.DiskFull("the PostgreSQL database", net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
+		}
 		return err
 	}
 	var connectErr *pgconn.ConnectError

@@ -2,10 +2,12 @@ package pgdb
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -66,4 +68,26 @@ func TestFailure(t *testing.T) {
 	require.NotContains(t, f.Error(), "rotated-s3cr3t")
 
 	require.NoError(t, Failure(ctx, cc, nil))
+}
+
+// TestFailureDiskFull: a statement PostgreSQL refused for a full disk (SQLSTATE 53100,
+// disk_full: its transaction rolled back) is plane.DiskFull, limit_exceeded naming the
+// server, as a full SQLite file is, not an internal error; over HTTP its answer leaves the
+// server's address out (server TestDiskFullAnswerNamesNoPath). A server's full disk cannot
+// be made on this machine without mounting a file system, so the server's error is built.
+func TestFailureDiskFull(t *testing.T) {
+	cc, err := pgx.ParseConfig("postgres://u:secret-password@db.example:5433/d")
+	require.NoError(t, err)
+	full := &pgconn.PgError{Code: "53100", Message: `could not extend file "base/16384/16385": No space left on device`}
+	f := Failure(t.Context(), cc, fmt.Errorf("insert: %w", full))
+	var disk *plane.DiskFullError
+	require.ErrorAs(t, f, &disk)
+	require.ErrorIs(t, f, plane.ErrLimitExceeded)
+	require.Equal(t, "limit_exceeded", plane.Code(f))
+	require.Contains(t, f.Error(), "the disk holding the PostgreSQL database is full (db.example:5433)")
+	require.NotContains(t, f.Error(), "secret-password")
+	require.NotContains(t, disk.PublicMessage(), "db.example")
+
+	other := &pgconn.PgError{Code: "23505", Message: "duplicate key"}
+	require.Same(t, error(other), Failure(t.Context(), cc, other), "a statement's other errors are its own")
 }
