@@ -43,7 +43,11 @@ func TestUpgradeFromSchema11(t *testing.T) {
 	require.NoError(t, conn.QueryRow(ctx, `SELECT max(version) FROM lakeshore.schema_migrations`).Scan(&version))
 	require.Equal(t, 11, version)
 
-	d := open(t, url, &Config{MaintenanceInterval: time.Hour})
+	// The plane's clock stands where the fixture was written (its jobs were submitted at
+	// 06:02:17 UTC): 55 minutes on, the killed worker's lease is long over and the job
+	// delayed by an hour is not yet due, whatever day the test runs.
+	at := time.Date(2026, 12, 7, 6, 57, 17, 0, time.UTC)
+	d := open(t, url, &Config{MaintenanceInterval: time.Hour, Now: func() time.Time { return at }})
 	require.NoError(t, conn.QueryRow(ctx, `SELECT max(version) FROM lakeshore.schema_migrations`).Scan(&version))
 	require.Equal(t, SchemaVersion(), version)
 

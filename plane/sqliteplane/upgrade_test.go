@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/stretchr/testify/require"
@@ -57,7 +58,11 @@ func TestUpgradeFromSchema14(t *testing.T) {
 	ctx := context.Background()
 	path := schema14(t)
 	require.Equal(t, 14, userVersion(t, path))
-	d, err := Open(ctx, path, nil)
+	// The plane's clock stands where the fixture was written (its jobs were submitted at
+	// 05:47:45 UTC): 55 minutes on, the killed worker's lease is long over and the job
+	// delayed by an hour is not yet due, whatever day the test runs.
+	at := time.Date(2026, 12, 7, 6, 42, 45, 0, time.UTC)
+	d, err := Open(ctx, path, &Config{Now: func() time.Time { return at }})
 	require.NoError(t, err)
 	defer d.Close()
 	files, _ := migrations.ReadDir("migrations")
