@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
-	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/planetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -51,72 +51,6 @@ func TestUpgradeFromSchema11(t *testing.T) {
 	require.NoError(t, conn.QueryRow(ctx, `SELECT max(version) FROM lakeshore.schema_migrations`).Scan(&version))
 	require.Equal(t, SchemaVersion(), version)
 
-	want := map[string]plane.State{
-		"01M97HH1YK3RCET79NBM2S0ZZR": plane.StateQueued, "01M97HH21GKM05VQBKVYMPWNT7": plane.StateQueued,
-		"01M97HH25DRQT8P50WB2086HP9": plane.StateQueued, "01M97HH2856XPH2RD6WCTZZAJM": plane.StateQueued,
-		"01M97HH2Q7YQG9774E4KFP102R": plane.StateRunning,
-	}
-	for id, state := range want {
-		inv, err := d.InvocationGet(ctx, id)
-		require.NoError(t, err, id)
-		require.Equal(t, state, inv.State, id)
-	}
-	res, err := d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "gpu",
-		Invocations: []plane.SubmitParams{{Payload: []byte{1}, Key: "k1"}}})
-	require.NoError(t, err)
-	require.True(t, res[0].Existing)
-	require.Equal(t, "01M97HH1YK3RCET79NBM2S0ZZR", res[0].ID)
-
-	page, err := d.ScheduleList(ctx, &plane.ScheduleListParams{Namespace: "default"})
-	require.NoError(t, err)
-	require.Len(t, page.Schedules, 2)
-	require.Equal(t, "every", page.Schedules[0].Name)
-	require.Equal(t, "nightly", page.Schedules[1].Name)
-	require.Equal(t, "Europe/Paris", page.Schedules[1].TimeZone)
-
-	stats, err := d.QueueStatsList(ctx, "default")
-	require.NoError(t, err)
-	var gpu *plane.QueueStats
-	for i := range stats {
-		if stats[i].Queue == "gpu" {
-			gpu = &stats[i]
-		}
-	}
-	require.NotNil(t, gpu)
-	require.NotNil(t, gpu.Admission)
-	require.EqualValues(t, 2, gpu.Admission.ConcurrencyLimit)
-	require.EqualValues(t, 100, gpu.Admission.MaxDepth)
-
-	// Three due jobs (one plain, two keyed); the delayed one stays out.
-	jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "gpu", Max: 10})
-	require.NoError(t, err)
-	got := map[string]bool{}
-	var settles []plane.SettleParams
-	for _, j := range jobs {
-		got[j.ID] = true
-		settles = append(settles, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded})
-	}
-	require.Equal(t, map[string]bool{"01M97HH1YK3RCET79NBM2S0ZZR": true, "01M97HH25DRQT8P50WB2086HP9": true,
-		"01M97HH2856XPH2RD6WCTZZAJM": true}, got)
-	errs, err := d.InvocationSettleMany(ctx, settles)
-	require.NoError(t, err)
-	for _, e := range errs {
-		require.NoError(t, e)
-	}
-	// New keyed work of an old key runs under the limit.
-	_, err = d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "gpu",
-		Invocations: []plane.SubmitParams{{Payload: []byte{2}, ConcurrencyKey: "tenant-7"},
-			{Payload: []byte{3}, ConcurrencyKey: "tenant-7"}, {Payload: []byte{4}, ConcurrencyKey: "tenant-7"}}})
-	require.NoError(t, err)
-	jobs, err = d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "gpu", Max: 10})
-	require.NoError(t, err)
-	require.Len(t, jobs, 2) // the concurrency limit of 2 per key
-
-	// The job of the SIGKILLed worker: its lease expired long ago; maintenance takes it back.
-	require.NoError(t, d.Maintain(ctx))
-	jobs, err = d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "slow", Max: 10})
-	require.NoError(t, err)
-	require.Len(t, jobs, 1)
-	require.Equal(t, "01M97HH2Q7YQG9774E4KFP102R", jobs[0].ID)
-	require.Equal(t, 2, jobs[0].Attempt)
+	planetest.CheckUpgraded(t, d, planetest.OldBuildJobs{Keyed: "01M97HH1YK3RCET79NBM2S0ZZR", Delayed: "01M97HH21GKM05VQBKVYMPWNT7",
+		Tenant7: "01M97HH25DRQT8P50WB2086HP9", Tenant8: "01M97HH2856XPH2RD6WCTZZAJM", Running: "01M97HH2Q7YQG9774E4KFP102R"}, d.Maintain)
 }
