@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -221,7 +223,13 @@ func newScheduleListCmd(a *app) *cobra.Command {
 				return a.printJSON(out)
 			}
 			tw := a.table()
-			tw.row("NAME", "RULE", "QUEUE", "CATCH-UP", "LAST FIRE", "NEXT FIRE", "SKIPPED")
+			// The concurrency key's column appears when a listed schedule has one (as `jobs`).
+			keyed := slices.ContainsFunc(list, func(sc lakeshore.Schedule) bool { return sc.ConcurrencyKey != "" })
+			head := []any{"NAME", "RULE", "QUEUE"}
+			if keyed {
+				head = append(head, "CONCURRENCY KEY")
+			}
+			tw.row(append(head, "CATCH-UP", "LAST FIRE", "NEXT FIRE", "SKIPPED")...)
 			for i := range list {
 				sc := &list[i]
 				name := sc.Name
@@ -232,8 +240,11 @@ func newScheduleListCmd(a *app) *cobra.Command {
 				if !sc.Paused {
 					next = stamp(sc.NextFire)
 				}
-				tw.row(name, sc.String(), sc.Queue,
-					strings.TrimSpace(string(cmpCatchUp(sc.CatchUp))), stamp(sc.LastFire), next, sc.Skipped)
+				cells := []any{name, sc.String(), sc.Queue}
+				if keyed {
+					cells = append(cells, cmp.Or(sc.ConcurrencyKey, "-"))
+				}
+				tw.row(append(cells, strings.TrimSpace(string(cmpCatchUp(sc.CatchUp))), stamp(sc.LastFire), next, sc.Skipped)...)
 			}
 			return tw.Flush()
 		},

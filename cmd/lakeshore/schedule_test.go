@@ -161,6 +161,9 @@ func TestScheduleAddConcurrencyKey(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(c.ok("--json", "schedule", "list")), &list))
 			require.Len(t, list, 1)
 			require.Equal(t, "tenant-a", list[0]["concurrency_key"])
+			table := c.ok("schedule", "list")
+			require.Contains(t, table, "CONCURRENCY KEY", "the column appears when a schedule has a key")
+			require.Regexp(t, `tenant-a\s+every 1h0m0s\s+eval\s+tenant-a\s+once`, table)
 			_, stderr, code := c.run("", "schedule", "add", "bad", "--every", "1h", "--queue", "eval",
 				"--concurrency-key", strings.Repeat("k", 257))
 			require.Equal(t, 2, code, stderr)
