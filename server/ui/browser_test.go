@@ -611,6 +611,7 @@ func TestDashboardSchedules(t *testing.T) {
 	e.call("PUT", "/v1/namespaces/default/schedules/tick", adminToken, map[string]any{"queue": "jobs", "every": 1.0, "payload": map[string]any{"n": 1}}, 200)
 	e.call("PUT", "/v1/namespaces/default/schedules/blocked", adminToken, map[string]any{"queue": "full", "every": 1.0}, 200)
 	e.call("PUT", "/v1/namespaces/default/schedules/nightly", adminToken, map[string]any{"queue": "eval", "cron": "0 3 * * *", "time_zone": "Europe/Paris"}, 200)
+	e.call("PUT", "/v1/namespaces/default/schedules/tenant", adminToken, map[string]any{"queue": "eval", "cron": "0 4 * * *", "concurrency_key": "tenant-7"}, 200)
 	var lastID string
 	require.Eventually(t, func() bool {
 		for _, sc := range e.call("GET", "/v1/schedules", adminToken, nil, 200)["schedules"].([]any) {
@@ -637,6 +638,8 @@ func TestDashboardSchedules(t *testing.T) {
 	nightly := b.text(`#schedule-table tr[data-schedule="default/nightly"]`)
 	require.Contains(t, nightly, "0 3 * * * (Europe/Paris)")
 	require.Contains(t, nightly, "eval")
+	require.Equal(t, "eval", b.text(`#schedule-table tr[data-schedule="default/nightly"] td.sched-queue`), "no key: the queue alone")
+	require.Equal(t, "key tenant-7", b.text(`#schedule-table tr[data-schedule="default/tenant"] td.sched-queue div`), "the fires' concurrency key under the queue")
 	require.Equal(t, "0", b.text(`#schedule-table tr[data-schedule="default/nightly"] td.sched-skipped`), "nothing skipped")
 	require.Contains(t, b.text(`#schedule-table tr[data-schedule="default/blocked"] td.sched-skipped`), "queue default/full full", "the skips and why")
 	// It fires every second: the link is to its latest fire, lastID or a later one.
