@@ -4,16 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
-	"syscall"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/internal/record"
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/persist"
-	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // migrations holds the numbered schema migrations of meta.db, applied once each by
@@ -57,8 +54,8 @@ func openDB(ctx context.Context, path string, durability persist.Durability, bus
 // or is not a database (no retry helps: its answer is the typed corrupt error, not an
 // internal one), else wrapped as it is.
 func corruptDB(path, step string, err error) error {
-	if sqlitedb.IsFull(err) || errors.Is(err, syscall.ENOSPC) {
-		return fmt.Errorf("%s: %w", step, plane.DiskFull("the data queue's meta.db", path))
+	if full := sqlitedb.FullError(err, "the data queue's meta.db", path); full != nil {
+		return fmt.Errorf("%s: %w", step, full)
 	}
 	if sqlitedb.IsCorrupt(err) {
 		return fmt.Errorf("%w: %s: %w", persist.ErrCorrupt, step, err)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/sqlitedb"
 	"github.com/lakeshore-dev/lakeshore/persist"
-	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // Every write of this process to meta.db (puts, flush manifest changes, consumption, KV,
@@ -269,19 +268,12 @@ func closedAs(err error) error {
 	return err
 }
 
-// errorOf is closedAs(err), plane.DiskFull naming meta.db for a write SQLite refused for
-// want of room (a put on a full disk answered 500 "internal error"), and
-// plane.ErrUnavailable with the SchemaNewerError for a meta.db a newer build migrated
-// while this one had it open.
+// errorOf is closedAs of sqlitedb.WriteError for meta.db: plane.DiskFull naming meta.db
+// for a write SQLite refused for want of room (a put on a full disk answered 500 "internal
+// error"), and plane.ErrUnavailable with the SchemaNewerError for a meta.db a newer build
+// migrated while this one had it open.
 func (w *writer) errorOf(err error) error {
-	if sqlitedb.IsFull(err) {
-		return plane.DiskFull("the data queue's meta.db", w.meta)
-	}
-	if errors.Is(err, sqlitedb.ErrSchemaNewer) {
-		// A newer build migrated meta.db while this one had it open: only it may write.
-		return fmt.Errorf("%w: %s: %w", plane.ErrUnavailable, w.meta, err)
-	}
-	return closedAs(err)
+	return closedAs(sqlitedb.WriteError(err, "the data queue's meta.db", w.meta))
 }
 
 // close stops the writer and waits for it.

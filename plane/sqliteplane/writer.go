@@ -3,7 +3,6 @@ package sqliteplane
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -29,15 +28,7 @@ func (d *Driver) do(ctx context.Context, apply func(t *wtx) error) error {
 	if err == sqlitedb.ErrClosed {
 		return plane.ErrClosed
 	}
-	if errors.Is(err, sqlitedb.ErrSchemaNewer) {
-		// A newer build migrated the file while this one had it open: this process can no
-		// longer write; another (the newer build's) can.
-		return fmt.Errorf("%w: %s: %w", plane.ErrUnavailable, d.path, err)
-	}
-	if sqlitedb.IsFull(err) {
-		return plane.DiskFull("the plane's database", d.path)
-	}
-	return err
+	return sqlitedb.WriteError(err, "the plane's database", d.path)
 }
 
 // writer is the state the writer's transactions share: its connection, prepared statements,
