@@ -1007,11 +1007,6 @@ func (w *Worker) start(claimCtx, runCtx context.Context, b *binding, job *Job, h
 			w.mu.Unlock()
 		}
 	}
-	if w.o.ExitWhenIdle {
-		w.mu.Lock()
-		delete(w.handedBack, job.ID) // claimed again: no longer waited for (handedBackWaits)
-		w.mu.Unlock()
-	}
 	var next *Job
 	handedOff := false // the slot passed to s with the settle
 	switch {
@@ -1029,6 +1024,7 @@ func (w *Worker) start(claimCtx, runCtx context.Context, b *binding, job *Job, h
 		}
 	}
 	w.mu.Lock()
+	delete(w.handedBack, job.ID) // claimed again: no longer waited for (handedBackWaits); nil without ExitWhenIdle
 	w.running[job.ID] = r
 	w.mu.Unlock()
 	handlers.Go(func() {
