@@ -306,11 +306,7 @@ func TestScheduleListOfGlobTokenTellsNothingOfOtherNamespaces(t *testing.T) {
 	b := setup(t, &server.Config{AdminToken: adminSecret})
 	star, _ := b.mint(t, "team-*", "*", 0, plane.PermissionRead)
 	ac, _ := b.mint(t, "team-[ac]", "*", 0, plane.PermissionRead)
-	put := func(ns, name string) {
-		t.Helper()
-		r := b.doJSON(t, "PUT", "/v1/namespaces/"+ns+"/schedules/"+name, map[string]any{"queue": "q", "every": 60}, adminSecret)
-		require.Equal(t, 200, r.status, "%s", r.body)
-	}
+	put := func(ns, name string) { putSchedule(t, b, ns, "q", name) }
 	put("team-a", "m1")
 	put("team-a", "m2")
 	put("team-c", "m3")
@@ -342,11 +338,7 @@ func TestScheduleListOfQueueTokenTellsNothingOfOtherQueues(t *testing.T) {
 	b := setup(t, &server.Config{AdminToken: adminSecret})
 	q1, _ := b.mint(t, "team-a", "q1", 0, plane.PermissionRead)
 	q13, _ := b.mint(t, "team-a", "q[13]", 0, plane.PermissionRead)
-	put := func(queue, name string) {
-		t.Helper()
-		r := b.doJSON(t, "PUT", "/v1/namespaces/team-a/schedules/"+name, map[string]any{"queue": queue, "every": 60}, adminSecret)
-		require.Equal(t, 200, r.status, "%s", r.body)
-	}
+	put := func(queue, name string) { putSchedule(t, b, "team-a", queue, name) }
 	put("q1", "a1")
 	put("q1", "z1")
 	put("q3", "z3")
@@ -361,6 +353,14 @@ func TestScheduleListOfQueueTokenTellsNothingOfOtherQueues(t *testing.T) {
 	}
 	require.Equal(t, before1, pages(q1), "team-a/q1: the same pages whatever q2 holds")
 	require.Equal(t, before13, pages(q13), "team-a/q[13]: the same pages whatever q2 holds")
+}
+
+// putSchedule stores schedule name of namespace ns on queue, every 60 s, with the admin
+// token.
+func putSchedule(t *testing.T, b *testBundle, ns, queue, name string) {
+	t.Helper()
+	r := b.doJSON(t, "PUT", "/v1/namespaces/"+ns+"/schedules/"+name, map[string]any{"queue": queue, "every": 60}, adminSecret)
+	require.Equal(t, 200, r.status, "%s", r.body)
 }
 
 // schedulePages lists every schedule token sees, limit 1 a page, following the cursors:
