@@ -51,24 +51,12 @@ func TestClaimHoldsNoPromotedCounterRow(t *testing.T) {
 			other := holdCounts(t, conn)
 
 			offset.Store(int64(2 * time.Hour)) // the delayed job is due, not yet promoted
-			type result struct {
-				jobs []*plane.Job
-				err  error
-			}
-			done := make(chan result, 1)
-			go func() {
-				jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1, Offers: c.offers})
-				done <- result{jobs, err}
-			}()
+			done := claimAsync(ctx, d, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1, Offers: c.offers})
 			waitForCounts(t, watch, "the claim waits at its commit for the counts rows")
 			// kb's counter row: counted by the promote, not held by the claim still open.
 			requireKeyRowFree(t, watch, "the claim's transaction holds kb's counter row")
 
-			require.NoError(t, other.Rollback(ctx))
-			r := <-done
-			require.NoError(t, r.err)
-			require.Len(t, r.jobs, 1)
-			require.Equal(t, unkeyed, r.jobs[0].ID)
+			requireClaimedOnRelease(t, other, done, unkeyed)
 			var waiting bool
 			require.NoError(t, watch.QueryRow(ctx, `SELECT waiting FROM lakeshore.invocations WHERE id = $1`, delayed).Scan(&waiting))
 			require.False(t, waiting, "the delayed job was promoted")
@@ -104,15 +92,7 @@ func TestMaintenancePromoteHandsNothingOff(t *testing.T) {
 
 	other := holdCounts(t, conn)
 
-	type result struct {
-		jobs []*plane.Job
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		jobs, err := d.InvocationClaimMany(ctx, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1, Wait: 30 * time.Second})
-		done <- result{jobs, err}
-	}()
+	done := claimAsync(ctx, d, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1, Wait: 30 * time.Second})
 	require.Eventually(t, func() bool {
 		parked := 0 // counted, none taken
 		d.claimWaiters.TakeFirst(planekit.QueueKey("default", "q"), func(*claimWaiter) bool { parked++; return false })
@@ -122,11 +102,36 @@ func TestMaintenancePromoteHandsNothingOff(t *testing.T) {
 	waitForCounts(t, watch, "the unkeyed job's start waits at its commit for the counts rows")
 	requireKeyRowFree(t, watch, "the transaction starting the unkeyed job holds kb's counter row")
 
-	require.NoError(t, other.Rollback(ctx))
+	requireClaimedOnRelease(t, other, done, unkeyed)
+}
+
+// claimAnswer is a claim's answer, from claimAsync.
+type claimAnswer struct {
+	jobs []*plane.Job
+	err  error
+}
+
+// claimAsync runs d.InvocationClaimMany(ctx, p) in a goroutine; its answer arrives on the
+// channel returned.
+func claimAsync(ctx context.Context, d *Driver, p *plane.ClaimParams) <-chan claimAnswer {
+	done := make(chan claimAnswer, 1)
+	go func() {
+		jobs, err := d.InvocationClaimMany(ctx, p)
+		done <- claimAnswer{jobs, err}
+	}()
+	return done
+}
+
+// requireClaimedOnRelease rolls back other (holdCounts' hold of the counts rows, which kept
+// the claim's transaction at its commit) and requires the claim's answer on done to be the
+// one job id.
+func requireClaimedOnRelease(t *testing.T, other pgx.Tx, done <-chan claimAnswer, id string) {
+	t.Helper()
+	require.NoError(t, other.Rollback(t.Context()))
 	r := <-done
 	require.NoError(t, r.err)
 	require.Len(t, r.jobs, 1)
-	require.Equal(t, unkeyed, r.jobs[0].ID)
+	require.Equal(t, id, r.jobs[0].ID)
 }
 
 // holdCounts locks every counts row of default/q (priority 0, every state and shard) in a
