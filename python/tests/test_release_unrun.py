@@ -86,7 +86,10 @@ STOP_SCRIPT = textwrap.dedent(
         # Held until the test has stopped the job (it creates the file named by argv[2]).
         print("setup", flush=True)
         deadline = time.monotonic() + 60
-        while not os.path.exists(sys.argv[2]) and time.monotonic() < deadline:
+        while not os.path.exists(sys.argv[2]):
+            if time.monotonic() > deadline:  # the test is gone: fail the attempt, never run the body
+                print("setup: no go after 60 s", flush=True)
+                raise RuntimeError("the test never let the set-up end")
             time.sleep(0.01)
 
     @udf(queue="unrun", dispatch=d)
@@ -117,14 +120,17 @@ def test_a_job_stopped_before_its_body_began_keeps_its_attempt(home: Path, tmp_p
     assert w.stdout.readline().strip() == "ready"
     assert w.stdout.readline().strip() == "setup"  # claimed; its run set-up runs
     drain_then_stop(w)  # stop the running job: its body has not begun
+    said = []
     for line in w.stderr:
+        said.append(line)
         if "SIGINT again: stopping running jobs" in line:  # said once the job is marked stopped
             break
     else:
-        raise AssertionError("the worker ended without saying it stops its running jobs")
+        raise AssertionError("the worker ended without saying it stops its running jobs:\n" + "".join(said))
     go.touch()  # the set-up ends only now, however slow the machine
-    out, _ = w.communicate(timeout=30)
-    assert w.returncode == 0 and "body ran" not in out, out
+    out, err = w.communicate(timeout=30)
+    assert "SIGINT again: stopping running jobs: 1 stopped" in said[-1], "".join(said)
+    assert w.returncode == 0 and "body ran" not in out, out + "".join(said) + err
     row = q.get(inv)
     assert row.state == "queued" and row.attempt == 0, row  # given back unrun, not failed
     assert row.error is not None and row.error["type"] == "released", row.error

@@ -884,13 +884,15 @@ class _Worker:
                 self.handed_back.pop(id, None)  # (_keep may pop it meanwhile, on a body's thread)
         return False
 
-    def stop_running(self, reason: str = "stopped by the worker's shutdown") -> None:
+    def stop_running(self, reason: str = "stopped by the worker's shutdown") -> int:
         """Stop the running jobs (they are released for a retry); ``reason`` is what their
-        error says ("stopped by SIGINT")."""
+        error says ("stopped by SIGINT"). Returns how many it stopped."""
         self.stop_reason = reason
         self.drain()
-        for r in list(self.running.values()):
+        running = list(self.running.values())
+        for r in running:
             self._stop(r)
+        return len(running)
 
     async def slot(self, i: int) -> None:
         claimers = self.claimers
@@ -1955,8 +1957,8 @@ def run_worker(
 
     def stop_now(name: str) -> None:
         # Said once the running jobs are marked stopped: a body not begun yet never begins.
-        w.stop_running(f"stopped by {name}")
-        log.warning("lakeshore worker: %s again: stopping running jobs (they will be retried)", name)
+        count = w.stop_running(f"stopped by {name}")
+        log.warning("lakeshore worker: %s again: stopping running jobs: %d stopped (they will be retried)", name, count)
 
     previous: dict[signal.Signals, Any] = {}
     if handle_signals and threading.current_thread() is threading.main_thread():
