@@ -317,7 +317,11 @@ func TestServeDataKilledWhileConsuming(t *testing.T) {
 						}
 						mu.Lock()
 						for _, x := range m.Indexes {
-							handed[x]++
+							if handed[x]++; handed[x] > 1 {
+								errs <- fmt.Errorf("record %d was handed to task train twice", x)
+								mu.Unlock()
+								return
+							}
 						}
 						mu.Unlock()
 						nHanded.Add(int64(len(m.Indexes)))
@@ -329,7 +333,12 @@ func TestServeDataKilledWhileConsuming(t *testing.T) {
 			}
 			for k := range kills {
 				target := int64(total * (k + 1) / (kills + 2))
-				awaitState(t, ctx, "batches handed out before the kill", func() bool { return nHanded.Load() >= target })
+				awaitState(t, ctx, "batches handed out before the kill", func() bool {
+					if len(errs) > 0 {
+						t.Fatal(<-errs)
+					}
+					return nHanded.Load() >= target
+				})
 				srv.kill()
 				srv.restart()
 			}
@@ -488,15 +497,18 @@ func TestServeDataRLStateKilled(t *testing.T) {
 			}
 			require.NoError(t, got.err)
 			require.Len(t, got.idx, 2)
-			idx, err := put(heldID, false, 8, 9)
+			_, err = put(persist.NewPutID(), false, 10, 11, 12, 13, 14, 15)
 			require.NoError(t, err)
+			crash()
+			idx, err := put(heldID, false, 8, 9)
+			require.NoError(t, err, "a repeat of an admitted put is answered even while the buffer is full")
 			require.Equal(t, got.idx, idx, "a repeat of the admitted put answers its indexes")
 			consumed, err = q.Consumed(ctx, "bp", part)
 			require.NoError(t, err)
 			require.EqualValues(t, 8, consumed)
 			next, err := q.NextIndex(ctx)
 			require.NoError(t, err)
-			require.EqualValues(t, 24+8+2, next, "the held put was admitted once; the refused ones wrote nothing")
+			require.EqualValues(t, 24+8+2+6, next, "the held put was admitted once; the refused ones wrote nothing")
 		})
 	}
 }
