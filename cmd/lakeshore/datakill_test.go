@@ -384,6 +384,90 @@ func TestServeDataKilledWhileConsuming(t *testing.T) {
 	}
 }
 
+// TestServeDataKilledWhileTrainingLeased SIGKILLs `lakeshore serve` while a trainer reads
+// leased batches through it (GetBatchLeased, lease 1 s) and commits each after its
+// "step", repeating a failed commit until it is answered. A batch whose answer a kill cut
+// comes back when its lease expires; a commit cut by a kill is repeated on the restarted
+// server. In the end the trainer committed every record exactly once, and the task's
+// consumption counts each once: leased reads are exactly-once across server kills.
+func TestServeDataKilledWhileTrainingLeased(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills servers")
+	}
+	kills := envInt(t, "LAKESHORE_DATA_KILLS", 3)
+	for _, st := range dataStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			srv := st.start(t)
+			q := srv.open(ctx, "rollouts")
+			const total, batch = 1000, 20
+			for lo := 0; lo < total; lo += 200 {
+				recs := make([]persist.Record, 200)
+				for j := range recs {
+					recs[j] = persist.Record{"v": int64(lo + j), "pad": pad}
+				}
+				_, err := q.PutBatch(ctx, recs)
+				require.NoError(t, err)
+			}
+			var nCommitted, failed atomic.Int64
+			fail := make(chan error, 1)
+			committed := make([]int, total)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				r := q.Reader()
+				for nCommitted.Load() < total && ctx.Err() == nil {
+					req := &persist.MetaRequest{Task: "train", BatchSize: batch, Fields: []string{"v", "pad"}}
+					b, m, err := r.GetBatchLeased(ctx, req, time.Second)
+					if err != nil || len(m.Indexes) == 0 { // a kill, or every ready record leased
+						if err != nil {
+							failed.Add(1)
+						}
+						time.Sleep(20 * time.Millisecond) // a client's back-off
+						continue
+					}
+					b.Release()
+					for r.Commit(ctx, m) != nil && ctx.Err() == nil {
+						failed.Add(1)
+						time.Sleep(20 * time.Millisecond)
+					}
+					for _, x := range m.Indexes {
+						if committed[x]++; committed[x] > 1 {
+							fail <- fmt.Errorf("record %d committed twice: handed out again after its commit", x)
+							return
+						}
+					}
+					nCommitted.Add(int64(len(m.Indexes)))
+				}
+			}()
+			for k := range kills {
+				target := int64(total * (k + 1) / (kills + 2))
+				awaitState(t, ctx, "batches committed before the kill", func() bool {
+					if len(fail) > 0 {
+						t.Fatal(<-fail)
+					}
+					return nCommitted.Load() >= target
+				})
+				srv.kill()
+				srv.restart()
+			}
+			<-done
+			if len(fail) > 0 {
+				t.Fatal(<-fail)
+			}
+			require.NoError(t, ctx.Err())
+			for x, n := range committed {
+				require.Equal(t, 1, n, "record %d committed once", x)
+			}
+			consumed, err := q.Consumed(ctx, "train", persist.DefaultPartition)
+			require.NoError(t, err)
+			require.EqualValues(t, total, consumed)
+			t.Logf("%d kills, %d failed calls repeated", kills, failed.Load())
+		})
+	}
+}
+
 // TestServeDataRLStateKilled SIGKILLs `lakeshore serve` right after each step of the RL
 // protocol was acknowledged: a weight version set is there after the restart and cannot
 // go back; records older than a staleness bound are not served after a restart (they
