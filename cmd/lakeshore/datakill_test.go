@@ -114,10 +114,11 @@ func awaitState(t *testing.T, ctx context.Context, what string, cond func() bool
 	}
 }
 
-// producers runs n clients that put batches of batch records {"v": value, "pad": …}
-// with distinct values, each with its own put id, repeating a failed batch with the same
-// id (after a short back-off) until it is acknowledged — through server kills and
-// restarts. stop makes each finish the batch it is on and return.
+// producers are clients (startProducers) that put batches of records {"v": value, "pad":
+// …} with distinct values, each with its own put id, repeating a failed batch with the
+// same id (after a short back-off) until it is acknowledged — through server kills and
+// restarts; a put answered an error no retry changes stops them (fatal). finish makes
+// each finish the batch it is on and return.
 type producers struct {
 	next     atomic.Int64 // the next batch's first value
 	acked    atomic.Int64 // records acknowledged
@@ -150,6 +151,7 @@ func (p *producers) failed(t *testing.T) {
 // pad is every record's second field: a read of a record shows it whole or not at all.
 var pad = strings.Repeat("x", 64)
 
+// startProducers starts n producers of batches of batch records putting into q.
 func startProducers(t *testing.T, ctx context.Context, q *persist.Queue, n, batch int) *producers {
 	p := &producers{indexes: map[int64]int64{}}
 	for range n {
