@@ -1144,7 +1144,10 @@ func (s *Supervisor) revokeToken(k queueKey, id string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
 	defer cancel()
-	if _, err := s.cfg.Driver.TokenRevoke(ctx, LaunchTokenID(id)); err != nil && !errors.Is(err, plane.ErrNotFound) {
+	// Not found: the launch got no token of its own; forbidden: this supervisor may not
+	// manage tokens, so it made none (mintToken logs that once).
+	if _, err := s.cfg.Driver.TokenRevoke(ctx, LaunchTokenID(id)); err != nil && !errors.Is(err, plane.ErrNotFound) &&
+		!errors.Is(err, plane.ErrForbidden) {
 		s.cfg.Logger.Warn("provider supervisor: could not revoke the token of an ended launch", "namespace", k.namespace,
 			"queue", k.queue, "launch", id, "token", LaunchTokenID(id), "error", err)
 	}
