@@ -2,9 +2,6 @@ package lakeshore
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"iter"
 	"path"
@@ -173,7 +170,7 @@ type Admin struct {
 func (d *Dispatch) Admin() *Admin { return &Admin{d: d} }
 
 // TokenSecretPrefix starts every token secret, so that secrets are easy to spot in a leak.
-const TokenSecretPrefix = "lks_"
+const TokenSecretPrefix = plane.TokenSecretPrefix
 
 // TokenOptions describe a token to create. Namespace, Queue and Permissions are required:
 // a token never covers every tenant by accident.
@@ -226,11 +223,8 @@ func (a *Admin) CreateToken(ctx context.Context, opts *TokenOptions) (secret str
 		return "", nil, err
 	}
 	now := a.d.cfg.Now()
-	b := make([]byte, 32)
-	rand.Read(b) //nolint:errcheck // crypto/rand.Read never fails
-	secret = TokenSecretPrefix + base64.RawURLEncoding.EncodeToString(b)
-	hash := sha256.Sum256([]byte(secret))
-	tok = &TokenInfo{ID: opts.ID, Hash: hash[:], Namespace: opts.Namespace, Queue: opts.Queue,
+	secret, hash := plane.NewTokenSecret()
+	tok = &TokenInfo{ID: opts.ID, Hash: hash, Namespace: opts.Namespace, Queue: opts.Queue,
 		Permissions: append([]Permission(nil), opts.Permissions...), CreatedAt: now}
 	if tok.ID == "" {
 		tok.ID = a.d.topics.New(now)

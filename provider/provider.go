@@ -41,7 +41,26 @@ const (
 	// whose own environment does not set it gives its launches its own executable
 	// (`lakeshore provider run`, `lakeshore serve --providers`).
 	EnvBinary = "LAKESHORE_BIN"
+	// EnvToken is the worker's bearer token for an http(s):// plane. The supervisor gives
+	// each launch a token of its own (LaunchTokenID), never its own admin token, unless the
+	// policy's Env sets one (docs/providers.md, "The token a launched worker holds").
+	EnvToken = "LAKESHORE_TOKEN"
 )
+
+// LaunchTokenPrefix starts the id of the token a supervisor mints for a launch
+// (LaunchTokenID).
+const LaunchTokenPrefix = "launch-"
+
+// LaunchTokenID is the id of the token minted for launch id: a function of the launch, so
+// that whichever supervisor sees the launch end (its own, or one that adopted it) revokes it.
+func LaunchTokenID(id string) string { return LaunchTokenPrefix + id }
+
+// LaunchTokenPermissions are what a launch's token grants on its queue's namespace (every
+// queue of it): what a worker does (consume: claim, settle, register; read) and what its
+// jobs may do with the worker's token (submit further jobs, the data plane) — everything
+// but admin (tokens, providers, admission, pause), and nothing of another namespace.
+var LaunchTokenPermissions = []plane.Permission{plane.PermissionConsume, plane.PermissionRead, plane.PermissionSubmit,
+	plane.PermissionDataPut, plane.PermissionDataRead}
 
 // UsePlaneURL makes env, a launch's environment, reach the plane at url (LAKESHORE_URL)
 // rather than the supervisor's embedded plane: what only reaches that plane on the

@@ -123,6 +123,9 @@ type Supervisor struct {
 	stops      sync.WaitGroup // Stop calls in flight
 	mu         sync.Mutex
 	stopFailed map[queueKey]map[string]bool // launches whose Stop failed, to be stopped again
+	// noMint is set once the plane refused to create a launch token (the supervisor's token
+	// is not the server's admin token): launches then get the supervisor's token, as logged.
+	noMint bool
 }
 
 // workResult is how one provider's work of a tick ended: nil, or the plane's error.
@@ -735,6 +738,9 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		delete(tr.seen, id)
 		shape := tr.shapeOf[id]
 		delete(tr.shapeOf, id)
+		if !s.cfg.DryRun {
+			s.revokeToken(k, id) // its token, if a supervisor minted one: the launch ended
+		}
 		if tr.stopping[id] {
 			delete(tr.stopping, id)
 			continue
@@ -905,14 +911,21 @@ func (s *Supervisor) decideShape(ctx context.Context, k queueKey, p Provider, na
 		}
 		l := s.launchSpec(k, name, st.Policy, shape, sh.requirement, offers)
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-		err := p.Launch(cctx, l)
+		minted, err := s.mintToken(cctx, k, l)
+		if err == nil {
+			err = p.Launch(cctx, l)
+		}
 		cancel()
 		if err != nil {
+			if minted {
+				s.revokeToken(k, l.ID)
+			}
 			s.cfg.Metrics.launches.WithLabelValues(append(labels, "error")...).Inc()
 			// A provider's error may quote the environment (a program's stderr echoing its
-			// stdin): the policy's env and the supervisor's are secrets to the log.
+			// stdin): the policy's env and the supervisor's, and the launch's token, are
+			// secrets to the log.
 			s.cfg.Logger.Warn("provider supervisor: launch failed", "namespace", k.namespace, "queue", k.queue,
-				"provider", name, "shape", shapeName(shape), "error", plane.RedactValuesIn(err.Error(), s.secretEnv(st.Policy)))
+				"provider", name, "shape", shapeName(shape), "error", plane.RedactTokenSecrets(plane.RedactValuesIn(err.Error(), s.secretEnv(st.Policy))))
 			s.fail(sh, now, labels, shape, "launch", l.ID)
 			break // back off before the next one
 		}
@@ -974,7 +987,7 @@ func launchExit(p Provider, id string) []any {
 // launchLog is what a "worker failed failure=ended" line adds so its cause can be found:
 // the launch's log file ("log", when p is a LogLocator) and, when that file is on this
 // machine (an absolute path), its last non-blank line ("log_last_line") with the launch's
-// secrets (secretEnv) as xxxxx. A file that cannot be read adds no line.
+// secrets (secretEnv) as xxxxx and every token secret too. A file that cannot be read adds no line.
 func (s *Supervisor) launchLog(p Provider, id string, policy plane.LaunchPolicy) []any {
 	l, ok := p.(LogLocator)
 	if !ok {
@@ -989,7 +1002,8 @@ func (s *Supervisor) launchLog(p Provider, id string, policy plane.LaunchPolicy)
 		return args
 	}
 	if last := lastLine(path); last != "" {
-		args = append(args, "log_last_line", plane.RedactValuesIn(last, s.secretEnv(policy)))
+		// A launch's own token (mintToken) is known to no supervisor that adopted it.
+		args = append(args, "log_last_line", plane.RedactTokenSecrets(plane.RedactValuesIn(last, s.secretEnv(policy))))
 	}
 	return args
 }
@@ -1073,6 +1087,70 @@ func (s *Supervisor) secretEnv(p plane.LaunchPolicy) map[string]string {
 		out[fmt.Sprintf("\x00command:%d", i)] = v
 	}
 	return out
+}
+
+// mintToken gives launch l a token of its own in place of the supervisor's: when l's
+// LAKESHORE_TOKEN is the supervisor's (WorkerEnv's; a policy's Env that sets its own is
+// kept), it stores a token with id LaunchTokenID(l.ID) granting LaunchTokenPermissions on
+// l's namespace and puts its secret in l.Env. A launched worker runs its submitters' code
+// (shipped code, thunks), which can read its environment, so it must never hold the
+// supervisor's token, which may administer the namespace or the whole server. When the
+// plane refuses (a supervisor whose token is a namespace's admin may not create tokens:
+// only the server's admin may), it logs once that launches get the supervisor's token and
+// what to do, and mints no more. It reports whether it stored a token.
+func (s *Supervisor) mintToken(ctx context.Context, k queueKey, l *Launch) (bool, error) {
+	own := s.cfg.WorkerEnv[EnvToken]
+	if own == "" || l.Env[EnvToken] != own {
+		return false, nil
+	}
+	s.mu.Lock()
+	off := s.noMint
+	s.mu.Unlock()
+	if off {
+		return false, nil
+	}
+	secret, hash := plane.NewTokenSecret()
+	tok := &plane.TokenInfo{ID: LaunchTokenID(l.ID), Hash: hash, Namespace: k.namespace, Queue: "*",
+		Permissions: slices.Clone(LaunchTokenPermissions), CreatedAt: s.cfg.Now()}
+	if err := s.cfg.Driver.TokenCreate(ctx, tok); err != nil {
+		if !errors.Is(err, plane.ErrForbidden) && !errors.Is(err, plane.ErrNotImplemented) {
+			return false, fmt.Errorf("create the launch's token: %w", err)
+		}
+		s.mu.Lock()
+		first := !s.noMint
+		s.noMint = true
+		s.mu.Unlock()
+		if first {
+			s.cfg.Logger.Warn("provider supervisor: the plane refused a token for the launched workers (only the server's admin token may create "+
+				"tokens), so they get the supervisor's own token, which every job they run can read; run the supervisor with the server's "+
+				"admin token, or give each queue's workers a token of their own with --worker-env LAKESHORE_TOKEN=…",
+				"namespace", k.namespace, "queue", k.queue, "error", err)
+		}
+		return false, nil
+	}
+	l.Env[EnvToken] = secret
+	return true, nil
+}
+
+// revokeToken revokes the token minted for launch id, if any (LaunchTokenID): its worker
+// ended, or never started. An unknown id (a launch given no token of its own) is nothing
+// to do; another failure is logged, and the token stays valid with no process holding it.
+func (s *Supervisor) revokeToken(k queueKey, id string) {
+	s.mu.Lock()
+	off := s.noMint
+	s.mu.Unlock()
+	if off || s.cfg.WorkerEnv[EnvToken] == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
+	defer cancel()
+	// Not found: the launch got no token of its own; forbidden: this supervisor may not
+	// manage tokens, so it made none (mintToken logs that once).
+	if _, err := s.cfg.Driver.TokenRevoke(ctx, LaunchTokenID(id)); err != nil && !errors.Is(err, plane.ErrNotFound) &&
+		!errors.Is(err, plane.ErrForbidden) {
+		s.cfg.Logger.Warn("provider supervisor: could not revoke the token of an ended launch", "namespace", k.namespace,
+			"queue", k.queue, "launch", id, "token", LaunchTokenID(id), "error", err)
+	}
 }
 
 // launchSpec makes a Launch for shape of queue k: a fresh id, the policy's command (with

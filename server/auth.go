@@ -24,10 +24,7 @@ type principal struct {
 }
 
 // HashToken returns the SHA-256 of a bearer secret, as stored by Driver.TokenCreate.
-func HashToken(secret string) []byte {
-	h := sha256.Sum256([]byte(secret))
-	return h[:]
-}
+func HashToken(secret string) []byte { return plane.HashTokenSecret(secret) }
 
 // tokenSource says where a client's token comes from, in the answer to a missing, unknown,
 // expired or revoked one (a CLI or SDK user never writes the Authorization header).

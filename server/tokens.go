@@ -1,8 +1,6 @@
 package server
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"math"
 	"net/http"
 	"time"
@@ -12,13 +10,13 @@ import (
 )
 
 // SecretPrefix starts every secret the server mints, so they are easy to spot in a leak.
-const SecretPrefix = "lks_"
+const SecretPrefix = plane.TokenSecretPrefix
 
-// NewSecret returns a random bearer secret: SecretPrefix and 32 random bytes in base64url.
+// NewSecret returns a random bearer secret: SecretPrefix and 32 random bytes in base64url
+// (plane.NewTokenSecret).
 func NewSecret() string {
-	b := make([]byte, 32)
-	rand.Read(b) //nolint:errcheck // crypto/rand.Read never fails
-	return SecretPrefix + base64.RawURLEncoding.EncodeToString(b)
+	secret, _ := plane.NewTokenSecret()
+	return secret
 }
 
 func (s *Server) handleTokenCreate(w http.ResponseWriter, r *http.Request, p *principal) error {

@@ -78,6 +78,9 @@ func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		go a.watchSignals(signals, cancel, done)
 	}
 	root := a.rootCmd()
+	if c, _, err := root.Find(args); err == nil && longRunning[c.CommandPath()] {
+		warnSecretArgs(args, stderr)
+	}
 	root.SetArgs(args)
 	start := time.Now()
 	cmd, err := root.ExecuteContextC(ctx)
@@ -133,6 +136,33 @@ func (a *app) watchSignals(signals <-chan os.Signal, cancel context.CancelFunc, 
 			fmt.Fprintf(a.stderr, "lakeshore: %s again: exiting now\n", sig)
 			os.Exit(exitInterrupted)
 		}
+	}
+}
+
+// longRunning are the commands whose command line stays in the process table (ps) for as
+// long as they run, by their cobra command path: warnSecretArgs warns of theirs. A one-shot
+// verb's lasts milliseconds, and scripts run many.
+var longRunning = map[string]bool{"lakeshore serve": true, "lakeshore worker": true, "lakeshore provider run": true,
+	"lakeshore daemon": true}
+
+// warnSecretArgs writes a warning to stderr for each argument holding a URL with a password
+// or a secret query parameter (plane.RedactURL changes it), whole or after the first "="
+// (--target=URL, a handler's NAME=URL argument), shown redacted: a process's command line is
+// readable by every user of the machine (ps, /proc/PID/cmdline), its environment only by
+// its own user. The command still runs: a refusal would break the scripts that work today.
+func warnSecretArgs(args []string, stderr io.Writer) {
+	for _, arg := range args {
+		shown := plane.RedactURL(arg)
+		if shown == arg {
+			name, after, ok := strings.Cut(arg, "=")
+			if !ok || plane.RedactURL(after) == after {
+				continue
+			}
+			shown = name + "=" + plane.RedactURL(after)
+		}
+		fmt.Fprintf(stderr, "lakeshore: warning: the argument %s holds a password, which every user of this machine can read "+
+			"in this process's command line (ps): give a PostgreSQL password through PGPASSWORD or ~/.pgpass and leave it out "+
+			"of the URL, or the plane through $%s (not read by serve)\n", printable(shown), lakeshore.EnvURL)
 	}
 }
 

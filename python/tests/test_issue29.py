@@ -69,6 +69,22 @@ def test_non_http_urls_are_refused(target: str, tmp_path: Path, monkeypatch: pyt
     assert list(tmp_path.iterdir()) == [], "nothing was made for it"
 
 
+def test_the_postgres_hint_keeps_the_password_off_the_command_line() -> None:
+    """The refusal of a ``postgres://`` target tells how to serve it: ``lakeshore serve
+    --target`` with the URL *without* its password (PGPASSWORD or ~/.pgpass), since a
+    command line is read by every user of the machine. Before, it suggested
+    ``LAKESHORE_URL=postgres://… lakeshore serve``, which serve never reads (it served its
+    SQLite file instead), and the keyword/value refusal a URL with its password."""
+    for target in ("postgres://lake:secret@db/lake", "host=db user=lake password=secret"):
+        with pytest.raises(InvalidError) as e:
+            lakeshore.Dispatch(target)
+        msg = str(e.value)
+        assert "PGPASSWORD" in msg, msg
+        assert "LAKESHORE_URL=postgres" not in msg, msg
+        hint = msg[msg.index("lakeshore serve --target") :]
+        assert "secret" not in hint and "xxxxx" not in hint and ":password@" not in hint, hint
+
+
 def test_lakeshore_url_postgres_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LAKESHORE_URL", "postgres://lake:secret@db/lake")
     monkeypatch.setattr(lakeshore.dispatch, "_default", None)

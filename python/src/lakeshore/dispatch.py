@@ -157,6 +157,12 @@ def check_token(token: str | None) -> None:
         raise errors.InvalidError(f"invalid token: {TOKEN_RULE}", field="token", rule=TOKEN_RULE)
 
 
+def _without_password(shown: str) -> str:
+    """``shown``, a redacted URL, with its masked password left out (``u:xxxxx@`` → ``u@``):
+    the command a hint suggests must not carry one."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/@:]*):xxxxx@", r"\1@", shown)
+
+
 def check_target(target: str, field: str, *, http: bool) -> None:
     """Refuse a plane target this client cannot serve, instead of taking it for a file
     path: any ``scheme://`` but ``http://`` and ``https://`` (``postgres://``,
@@ -182,7 +188,8 @@ def check_target(target: str, field: str, *, http: bool) -> None:
         raise errors.InvalidError(
             f"{field} {shown!r} is a libpq keyword/value connection string, which would be a SQLite file "
             "of that name: to use PostgreSQL from Python, run `lakeshore serve --target "
-            "postgres://user:password@host:port/database` and pass its http:// URL",
+            "postgres://user@host:port/database` with the password in PGPASSWORD or ~/.pgpass "
+            "and pass its http:// URL",
             field=field,
             value=shown,
             rule=accepted,
@@ -192,8 +199,9 @@ def check_target(target: str, field: str, *, http: bool) -> None:
     hint = ""
     if scheme in ("postgres", "postgresql"):
         hint = (
-            f"; to use PostgreSQL from Python, run `lakeshore serve --target {shown}` "
-            "(or `LAKESHORE_URL=postgres://… lakeshore serve`) and pass its http:// URL"
+            f"; to use PostgreSQL from Python, run `lakeshore serve --target {_without_password(shown)}` "
+            "with the password in PGPASSWORD or ~/.pgpass (a command line is read by every user of "
+            "the machine; serve never reads LAKESHORE_URL) and pass its http:// URL"
         )
     raise errors.InvalidError(
         f"{field} {shown!r} is not a plane the Python client opens: it takes {accepted}{hint}",

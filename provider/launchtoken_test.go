@@ -1,0 +1,121 @@
+package provider_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/provider"
+)
+
+// launchTokenOf launches one worker of queue on r's local provider under s and returns
+// its launch id and the LAKESHORE_TOKEN its process was given (the worker writes it to a
+// file and waits).
+func launchTokenOf(t *testing.T, r *rig, s *provider.Supervisor, logs *logBuffer, queue string, env map[string]string) (id, token string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "token")
+	r.setProvider(queue, plane.ProviderLocal, plane.LaunchPolicy{MaxWorkers: 1, Env: env,
+		Command: []string{"sh", "-c", `printf %s "$LAKESHORE_TOKEN" > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 60`, out}})
+	r.submit(queue, 1)
+	r.tick(s)
+	launched := regexp.MustCompile(`msg="provider supervisor: launched".* queue=` + queue + ` .* launch=(\w+)`).FindStringSubmatch(logs.String())
+	if launched == nil {
+		t.Fatalf("no launch:\n%s", logs.String())
+	}
+	waitUntil(t, "the worker writes its token", func() bool { _, err := os.Stat(out); return err == nil })
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return launched[1], string(b)
+}
+
+// TestSupervisorLaunchGetsItsOwnToken: a launched worker runs its submitters' code
+// (shipped code, thunks), which can read its environment, so it must not hold the
+// supervisor's token, an admin token (of the server, or of the namespace). Each launch
+// gets a token of its own — id launch-<launch id>, every permission but admin on the
+// queue's namespace only — revoked when the launch ends; a policy that sets
+// LAKESHORE_TOKEN keeps its own. Before, every launch got the supervisor's token: a
+// submit-only tenant whose job ran on a launched worker read the server's admin token.
+func TestSupervisorLaunchGetsItsOwnToken(t *testing.T) {
+	r := newRig(t)
+	const own = "supervisor-admin-token-1"
+	reg, logs := prometheus.NewRegistry(), &logBuffer{}
+	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) {
+		c.WorkerEnv = map[string]string{"LAKESHORE_TOKEN": own}
+	})
+	id, token := launchTokenOf(t, r, s, logs, "minted", nil)
+	if token == own || !strings.HasPrefix(token, plane.TokenSecretPrefix) {
+		t.Fatalf("the worker got LAKESHORE_TOKEN %q, want a token of its own (not the supervisor's %q)", token, own)
+	}
+	tok, err := r.drv.TokenGet(t.Context(), plane.HashTokenSecret(token))
+	if err != nil {
+		t.Fatalf("the worker's token is not stored: %v", err)
+	}
+	if tok.ID != provider.LaunchTokenID(id) || tok.Namespace != "default" || tok.Queue != "*" ||
+		!slices.Equal(tok.Permissions, provider.LaunchTokenPermissions) || slices.Contains(tok.Permissions, plane.PermissionAdmin) ||
+		!tok.RevokedAt.IsZero() {
+		t.Fatalf("the worker's token is %+v; want id %s on default/* with %v, live", tok, provider.LaunchTokenID(id), provider.LaunchTokenPermissions)
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Fatalf("the log quotes the worker's token:\n%s", logs.String())
+	}
+
+	// The launch ends (it crashed, or was stopped): its token is revoked.
+	if err := r.local.Stop(t.Context(), id, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the worker ends", func() bool { return !slices.Contains(r.launches(), id) })
+	r.clock.add(time.Second)
+	r.tick(s)
+	if tok, err = r.drv.TokenGet(t.Context(), plane.HashTokenSecret(token)); err != nil || tok.RevokedAt.IsZero() {
+		t.Fatalf("after its launch ended, the worker's token is %+v (%v), want revoked", tok, err)
+	}
+
+	// A policy that gives its workers a token of its own keeps it; nothing is minted.
+	_, token = launchTokenOf(t, r, s, logs, "chosen", map[string]string{"LAKESHORE_TOKEN": "operator-chosen-token"})
+	if token != "operator-chosen-token" {
+		t.Fatalf("the worker of a policy setting LAKESHORE_TOKEN got %q", token)
+	}
+}
+
+// refusingTokens is a plane whose TokenCreate is refused as a namespace's admin token is
+// refused by a server (only the server's admin token creates tokens).
+type refusingTokens struct{ plane.Driver }
+
+func (refusingTokens) TokenCreate(context.Context, *plane.TokenInfo) error {
+	return plane.ErrForbidden
+}
+
+// TestSupervisorLaunchTokenRefused: a supervisor whose token may not create tokens (a
+// namespace's admin) still launches, with its own token as before, and says once, as a
+// warning, that its workers hold it and what to do.
+func TestSupervisorLaunchTokenRefused(t *testing.T) {
+	r := newRig(t)
+	const own = "supervisor-namespace-admin"
+	reg, logs := prometheus.NewRegistry(), &logBuffer{}
+	r.drv = refusingTokens{r.drv}
+	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) {
+		c.WorkerEnv = map[string]string{"LAKESHORE_TOKEN": own}
+	})
+	if _, token := launchTokenOf(t, r, s, logs, "refused", nil); token != own {
+		t.Fatalf("the worker got %q, want the supervisor's token", token)
+	}
+	if _, token := launchTokenOf(t, r, s, logs, "refused2", nil); token != own {
+		t.Fatalf("the second worker got %q, want the supervisor's token", token)
+	}
+	if n := strings.Count(logs.String(), "refused a token for the launched workers"); n != 1 {
+		t.Fatalf("the refusal is logged %d times, want once:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), own) {
+		t.Fatalf("the log quotes the supervisor's token:\n%s", logs.String())
+	}
+}
