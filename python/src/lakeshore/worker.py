@@ -1753,6 +1753,47 @@ def _stop_test(stop: threading.Event | Callable[[], bool] | None) -> Callable[[]
     )
 
 
+def _wake_loop_on_signals(loop: asyncio.AbstractEventLoop) -> tuple[socket.socket, socket.socket, int]:
+    """Make a signal wake ``loop`` (on the main thread, before it runs): the signal module's
+    wakeup fd, a socket the loop reads. Returns what :func:`_stop_waking_loop` undoes.
+
+    A Python signal handler runs on the main thread between two bytecodes: the C handler
+    only notes the signal, and the main thread runs the Python one when it next executes
+    bytecode. A loop with nothing to do (a body or its set-up running on the pool) sleeps in
+    ``epoll_wait`` with no timeout, so a signal whose C handler did not interrupt that sleep
+    — the kernel gave it to another thread (the body's, the client's), or it came while the
+    main thread was between its last bytecode and the ``epoll_wait`` (a loaded machine
+    preempts it there) — was handled only once something else woke the loop: when the set-up
+    or body ended. A drain then came after the body began, and a stop after it ran
+    (test_a_job_stopped_before_its_body_began_keeps_its_attempt failed so under CI's load:
+    its SIGTERM, sent as the set-up began, was handled when the set-up ended; the body ran,
+    and the SIGINT stopped no job). The C handler writes the signal's number to the wakeup
+    fd, which wakes the loop at once, whenever it goes to sleep; its main thread then runs
+    the handler."""
+    rsock, wsock = socket.socketpair()
+    rsock.setblocking(False)
+    wsock.setblocking(False)
+    # A full buffer loses only bytes: one is enough to wake the loop, which reads them all.
+    previous = signal.set_wakeup_fd(wsock.fileno(), warn_on_full_buffer=False)
+
+    def read() -> None:
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            while rsock.recv(4096):
+                pass
+
+    loop.add_reader(rsock.fileno(), read)
+    return rsock, wsock, previous
+
+
+def _stop_waking_loop(loop: asyncio.AbstractEventLoop, wakeup: tuple[socket.socket, socket.socket, int]) -> None:
+    """Undo :func:`_wake_loop_on_signals`: the previous wakeup fd again, the sockets closed."""
+    rsock, wsock, previous = wakeup
+    signal.set_wakeup_fd(previous)
+    loop.remove_reader(rsock.fileno())
+    rsock.close()
+    wsock.close()
+
+
 def run_worker(
     dispatch: Dispatch | SyncQueue | Queue | None = None,
     *,
@@ -1961,7 +2002,9 @@ def run_worker(
         log.warning("lakeshore worker: %s again: stopping running jobs: %d stopped (they will be retried)", name, count)
 
     previous: dict[signal.Signals, Any] = {}
+    wakeup: tuple[socket.socket, socket.socket, int] | None = None
     if handle_signals and threading.current_thread() is threading.main_thread():
+        wakeup = _wake_loop_on_signals(loop)  # first: a failure here leaves no handler behind
         for s in (signal.SIGTERM, signal.SIGINT):
             previous[s] = signal.signal(s, on_signal)
     async def main() -> int:
@@ -1988,6 +2031,8 @@ def run_worker(
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+        if wakeup is not None:
+            _stop_waking_loop(loop, wakeup)
         loop.close()
         if not once:
             lifecycle._set_phase("draining")
