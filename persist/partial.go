@@ -42,9 +42,10 @@ const (
 // produced at version: each gets WeightVersionField = LastWeightVersionField = version,
 // SegmentVersionsField = [version], and CompleteField true only when complete
 // (partition "" is DefaultPartition). Returns
-// their indexes as PutPartition does, under admission a (nil: none). Errors as for
+// their indexes as PutPartition does, with opts (nil: none): its idempotency id
+// (PutOpts.ID) and admission (PutOpts.Admission), as PutVersioned's. Errors as for
 // PutPartition, and *InvalidError for a version below 0.
-func (q *Queue) PutPartial(ctx context.Context, partition string, recs []Record, version int64, complete bool, a *Admission) ([]int64, error) {
+func (q *Queue) PutPartial(ctx context.Context, partition string, recs []Record, version int64, complete bool, opts *PutOpts) ([]int64, error) {
 	partition = cmpOrString(partition, DefaultPartition)
 	if version < 0 {
 		return nil, &InvalidError{Field: "weight_version", Value: version, Rule: "≥ 0"}
@@ -55,7 +56,7 @@ func (q *Queue) PutPartial(ctx context.Context, partition string, recs []Record,
 			c[CompleteField] = true
 		}
 	})
-	return q.s.PutPartition(ctx, partition, tagged, &PutOpts{Admission: a})
+	return q.s.PutPartition(ctx, partition, tagged, opts)
 }
 
 // PatchPartial adds a segment produced at version to the partial rollouts at indexes

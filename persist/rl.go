@@ -641,10 +641,13 @@ func (q *Queue) Version(ctx context.Context) (int64, error) {
 }
 
 // PutVersioned appends recs to partition, each tagged with WeightVersionField =
-// version (and TargetVersionField = target when target ≥ 0), under admission a (nil:
-// none). Returns their indexes as PutPartition does. Errors as for PutPartition, and
-// *BackpressureError (matching ErrQueueFull) when a refuses the put.
-func (q *Queue) PutVersioned(ctx context.Context, partition string, recs []Record, version, target int64, a *Admission) ([]int64, error) {
+// version (and TargetVersionField = target when target ≥ 0), with opts (nil: none): its
+// idempotency id (PutOpts.ID: a repeat of the call with the same id — after a lost
+// answer, a server restart — writes nothing and answers the same indexes) and its
+// admission (PutOpts.Admission). Returns their indexes as PutPartition does. Errors as
+// for PutPartition, and *BackpressureError (matching ErrQueueFull) when the admission
+// refuses the put.
+func (q *Queue) PutVersioned(ctx context.Context, partition string, recs []Record, version, target int64, opts *PutOpts) ([]int64, error) {
 	if version < 0 {
 		return nil, &InvalidError{Field: "weight_version", Value: version, Rule: "≥ 0"}
 	}
@@ -654,7 +657,7 @@ func (q *Queue) PutVersioned(ctx context.Context, partition string, recs []Recor
 			c[TargetVersionField] = target
 		}
 	})
-	return q.s.PutPartition(ctx, partition, tagged, &PutOpts{Admission: a})
+	return q.s.PutPartition(ctx, partition, tagged, opts)
 }
 
 // taggedCopies returns a copy of each of recs with the fields tag sets on it (room is
@@ -672,9 +675,10 @@ func taggedCopies(recs []Record, tag func(Record)) []Record {
 	return out
 }
 
-// PutAdmitted is PutPartition under admission a (see Admission).
-func (q *Queue) PutAdmitted(ctx context.Context, partition string, recs []Record, a *Admission) ([]int64, error) {
-	return q.s.PutPartition(ctx, partition, recs, &PutOpts{Admission: a})
+// PutAdmitted is PutPartition with opts (nil: none): its admission (PutOpts.Admission,
+// see Admission) and idempotency id (PutOpts.ID).
+func (q *Queue) PutAdmitted(ctx context.Context, partition string, recs []Record, opts *PutOpts) ([]int64, error) {
+	return q.s.PutPartition(ctx, partition, recs, opts)
 }
 
 // CheckAdmission checks a put's Admission (nil is none). Errors: *InvalidError.

@@ -217,7 +217,7 @@ func Rollout(w *Weights, fn RolloutFunc, opts *RolloutOptions) lakeshore.Handler
 		}
 		if len(recs) > 0 {
 			for {
-				_, err = w.Data.PutVersioned(ctx, o.Partition, recs, p.Version, -1, o.Admission)
+				_, err = w.Data.PutVersioned(ctx, o.Partition, recs, p.Version, -1, &persist.PutOpts{Admission: o.Admission})
 				if !errors.Is(err, persist.ErrQueueFull) {
 					break
 				}

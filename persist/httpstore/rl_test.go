@@ -23,7 +23,7 @@ func TestHTTPBlockedPutWaitsItsWholeTimeout(t *testing.T) {
 	d := startDataServer(t, &server.Config{LongPollMax: 200 * time.Millisecond})
 	q := persist.New(d.open(t, "q", nil))
 	a := &persist.Admission{Task: "train", MaxUnconsumed: 1, MaxAhead: -1, Block: true, Timeout: 20 * time.Second}
-	_, err := q.PutAdmitted(ctx, "", []persist.Record{{"x": 1}}, a)
+	_, err := q.PutAdmitted(ctx, "", []persist.Record{{"x": 1}}, &persist.PutOpts{Admission: a})
 	require.NoError(t, err)
 
 	// The trainer consumes the first record well after the server's cap of one wait.
@@ -34,7 +34,7 @@ func TestHTTPBlockedPutWaitsItsWholeTimeout(t *testing.T) {
 		consumed <- err
 	}()
 	start := time.Now()
-	idx, err := q.PutAdmitted(ctx, "", []persist.Record{{"x": 2}}, a)
+	idx, err := q.PutAdmitted(ctx, "", []persist.Record{{"x": 2}}, &persist.PutOpts{Admission: a})
 	require.NoError(t, err, "the blocked put waits its own Timeout, not only the server's LongPollMax (returned after %v)", time.Since(start))
 	require.Equal(t, []int64{1}, idx, "one record, put once")
 	require.NoError(t, <-consumed)
@@ -42,7 +42,7 @@ func TestHTTPBlockedPutWaitsItsWholeTimeout(t *testing.T) {
 	// Its Timeout still bounds it, and the error says how long it waited in all.
 	a.Timeout = 700 * time.Millisecond
 	start = time.Now()
-	_, err = q.PutAdmitted(ctx, "", []persist.Record{{"x": 3}, {"x": 4}}, a)
+	_, err = q.PutAdmitted(ctx, "", []persist.Record{{"x": 3}, {"x": 4}}, &persist.PutOpts{Admission: a})
 	var bp *persist.BackpressureError
 	require.True(t, errors.As(err, &bp), "%v", err)
 	require.ErrorIs(t, err, persist.ErrQueueFull)

@@ -694,8 +694,7 @@ func testBadInput(t *testing.T, q *persist.Queue) {
 		_, err = q.Consumed(ctx, task, persist.DefaultPartition)
 		check(err, "task")
 		check(q.DropGroup(ctx, task, persist.DefaultPartition, []int64{0}), "task")
-		_, err = q.PutAdmitted(ctx, persist.DefaultPartition, []persist.Record{{"x": 1}},
-			&persist.Admission{Task: task, MaxUnconsumed: 10, MaxAhead: -1})
+		_, err = q.PutAdmitted(ctx, persist.DefaultPartition, []persist.Record{{"x": 1}}, &persist.PutOpts{Admission: &persist.Admission{Task: task, MaxUnconsumed: 10, MaxAhead: -1}})
 		check(err, "admission_task")
 	}
 	_, err = q.Consumed(ctx, "", persist.DefaultPartition)

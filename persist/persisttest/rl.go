@@ -36,6 +36,42 @@ func rlCases() []testCase {
 		{"WaitingReadSeesLeaseExpire", testWaitSeesLeaseExpire},
 		{"IndexesOutOfRange", testIndexesOutOfRange},
 		{"TimeoutSaysWhatThePartitionHolds", testTimeoutSaysWhy},
+		{"VersionedPutsOnce", testVersionedPutsOnce},
+	}
+}
+
+// testVersionedPutsOnce: PutVersioned, PutPartial and PutAdmitted repeated with the first
+// call's PutOpts.ID (a producer's retry after a lost answer) write nothing and answer the
+// first call's indexes, as PutPartitionOnce does for plain puts.
+func testVersionedPutsOnce(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	recs := []persist.Record{{"x": 1}, {"x": 2}}
+	puts := []struct {
+		name string
+		put  func(*persist.PutOpts) ([]int64, error)
+	}{
+		{"PutVersioned", func(o *persist.PutOpts) ([]int64, error) {
+			return q.PutVersioned(ctx, persist.DefaultPartition, recs, 1, -1, o)
+		}},
+		{"PutPartial", func(o *persist.PutOpts) ([]int64, error) {
+			return q.PutPartial(ctx, persist.DefaultPartition, recs, 1, false, o)
+		}},
+		{"PutAdmitted", func(o *persist.PutOpts) ([]int64, error) {
+			return q.PutAdmitted(ctx, persist.DefaultPartition, recs, o)
+		}},
+	}
+	for _, p := range puts {
+		opts := &persist.PutOpts{ID: persist.NewPutID(), Admission: &persist.Admission{Task: "t", MaxUnconsumed: 100, MaxAhead: -1}}
+		first, err := p.put(opts)
+		require.NoError(t, err, p.name)
+		before, err := q.Len(ctx)
+		require.NoError(t, err)
+		again, err := p.put(opts)
+		require.NoError(t, err, p.name)
+		require.Equal(t, first, again, "%s repeated with its id answers the first call's indexes", p.name)
+		after, err := q.Len(ctx)
+		require.NoError(t, err)
+		require.Equal(t, before, after, "%s repeated with its id writes nothing", p.name)
 	}
 }
 
@@ -317,9 +353,9 @@ func testBackpressure(t *testing.T, q *persist.Queue) {
 		return out
 	}
 	adm := &persist.Admission{Task: "train", MaxUnconsumed: 4, MaxAhead: -1}
-	_, err := q.PutAdmitted(ctx, persist.DefaultPartition, rec(3), adm)
+	_, err := q.PutAdmitted(ctx, persist.DefaultPartition, rec(3), &persist.PutOpts{Admission: adm})
 	require.NoError(t, err)
-	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(2), adm)
+	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(2), &persist.PutOpts{Admission: adm})
 	var bp *persist.BackpressureError
 	require.ErrorAs(t, err, &bp, "%v", err)
 	require.ErrorIs(t, err, persist.ErrQueueFull)
@@ -334,7 +370,7 @@ func testBackpressure(t *testing.T, q *persist.Queue) {
 	blocking.Block, blocking.Timeout = true, time.Minute
 	done := make(chan error, 1)
 	go func() {
-		_, err := q.PutAdmitted(ctx, persist.DefaultPartition, rec(2), &blocking)
+		_, err := q.PutAdmitted(ctx, persist.DefaultPartition, rec(2), &persist.PutOpts{Admission: &blocking})
 		done <- err
 	}()
 	select {
@@ -351,22 +387,22 @@ func testBackpressure(t *testing.T, q *persist.Queue) {
 	}
 	// Its deadline is honoured.
 	blocking.Timeout = 30 * time.Millisecond
-	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(2), &blocking)
+	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(2), &persist.PutOpts{Admission: &blocking})
 	require.ErrorAs(t, err, &bp)
 	require.Positive(t, bp.Waited)
 
 	// Versions ahead.
 	ahead := &persist.Admission{MaxAhead: 1}
-	_, err = q.PutVersioned(ctx, "v", rec(1), 0, 2, ahead)
+	_, err = q.PutVersioned(ctx, "v", rec(1), 0, 2, &persist.PutOpts{Admission: ahead})
 	require.ErrorIs(t, err, persist.ErrQueueFull)
 	require.NoError(t, q.SetVersion(ctx, 1))
-	_, err = q.PutVersioned(ctx, "v", rec(1), 0, 2, ahead)
+	_, err = q.PutVersioned(ctx, "v", rec(1), 0, 2, &persist.PutOpts{Admission: ahead})
 	require.NoError(t, err)
 
-	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(1), &persist.Admission{MaxUnconsumed: 3})
+	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(1), &persist.PutOpts{Admission: &persist.Admission{MaxUnconsumed: 3}})
 	requireInvalid(t, err)
 	require.Contains(t, err.Error(), "admission_task", "the missing task is named by its field")
-	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(1), &persist.Admission{Task: "t", MaxUnconsumed: -1})
+	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(1), &persist.PutOpts{Admission: &persist.Admission{Task: "t", MaxUnconsumed: -1}})
 	requireInvalid(t, err)
 }
 
@@ -487,7 +523,7 @@ func testBackpressureHoldsProducers(t *testing.T, q *persist.Queue) {
 	var produced, held atomic.Int64
 	produceAtVersion(t, q, &wg, stop, 4, func(p, _ int, v int64) bool {
 		recs := []persist.Record{{"x": p}, {"x": p}, {"x": p}, {"x": p}}
-		_, err := q.PutVersioned(ctx, persist.DefaultPartition, recs, v, -1, adm)
+		_, err := q.PutVersioned(ctx, persist.DefaultPartition, recs, v, -1, &persist.PutOpts{Admission: adm})
 		var bp *persist.BackpressureError
 		switch {
 		case errors.As(err, &bp):
@@ -554,7 +590,7 @@ func testWaitDropsStale(t *testing.T, q *persist.Queue) {
 	adm := &persist.Admission{Task: "train", MaxUnconsumed: 4, MaxAhead: -1, Block: true, Timeout: time.Minute}
 	done := make(chan error, 1)
 	go func() {
-		_, err := q.PutVersioned(ctx, persist.DefaultPartition, []persist.Record{{"x": 100}, {"x": 101}}, 5, -1, adm)
+		_, err := q.PutVersioned(ctx, persist.DefaultPartition, []persist.Record{{"x": 100}, {"x": 101}}, 5, -1, &persist.PutOpts{Admission: adm})
 		done <- err
 	}()
 	m, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 2, Task: "train",
