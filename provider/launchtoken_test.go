@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/provider"
+	"github.com/lakeshore-dev/lakeshore/provider/localprovider"
 )
 
 // launchTokenOf launches one worker of queue on r's local provider under s and returns
@@ -69,13 +71,16 @@ func TestSupervisorLaunchGetsItsOwnToken(t *testing.T) {
 		t.Fatalf("the log quotes the worker's token:\n%s", logs.String())
 	}
 
-	// The launch ends (it crashed, or was stopped): its token is revoked.
+	// The launch ends (it crashed, or was stopped): its token is revoked at the tick whose
+	// List still leaves it out (TestSupervisorLaunchTokenSurvivesAListThatMissesIt).
 	if err := r.local.Stop(t.Context(), id, 0); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the worker ends", func() bool { return !slices.Contains(r.launches(), id) })
-	r.clock.add(time.Second)
-	r.tick(s)
+	for range 2 {
+		r.clock.add(time.Second)
+		r.tick(s)
+	}
 	if tok, err = r.drv.TokenGet(t.Context(), plane.HashTokenSecret(token)); err != nil || tok.RevokedAt.IsZero() {
 		t.Fatalf("after its launch ended, the worker's token is %+v (%v), want revoked", tok, err)
 	}
@@ -117,5 +122,67 @@ func TestSupervisorLaunchTokenRefused(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), own) {
 		t.Fatalf("the log quotes the supervisor's token:\n%s", logs.String())
+	}
+}
+
+// blinkingList is the local provider whose List leaves every launch out while hide is set:
+// a provider whose view lags (a Kubernetes list served from a stale cache, a squeue that
+// misses a job for a moment).
+type blinkingList struct {
+	*localprovider.Provider
+	hide atomic.Bool
+}
+
+func (b *blinkingList) List(ctx context.Context) ([]provider.LaunchStatus, error) {
+	if b.hide.Load() {
+		return nil, nil
+	}
+	return b.Provider.List(ctx)
+}
+
+// TestSupervisorLaunchTokenSurvivesAListThatMissesIt: a token is revoked only once its
+// launch stays out of its provider's List at the next tick too. Before, one List that left
+// a running launch out revoked its token at once: the supervisor adopted the launch again
+// at the next tick, but its worker, still running, could no longer claim or settle.
+func TestSupervisorLaunchTokenSurvivesAListThatMissesIt(t *testing.T) {
+	r := newRig(t)
+	blink := &blinkingList{Provider: r.local}
+	reg, logs := prometheus.NewRegistry(), &logBuffer{}
+	s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) {
+		c.WorkerEnv = map[string]string{"LAKESHORE_TOKEN": "supervisor-admin-token-1"}
+		c.Resolve = func(string) (provider.Provider, error) { return blink, nil }
+	})
+	id, token := launchTokenOf(t, r, s, logs, "blink", nil)
+	live := func(when string) {
+		t.Helper()
+		if tok, err := r.drv.TokenGet(t.Context(), plane.HashTokenSecret(token)); err != nil || !tok.RevokedAt.IsZero() {
+			t.Fatalf("%s, the running worker's token is %+v (%v), want live", when, tok, err)
+		}
+	}
+	r.clock.add(time.Second) // past the grace of a launch not listed yet
+	blink.hide.Store(true)
+	r.tick(s)
+	live("after one List that left its launch out")
+	blink.hide.Store(false)
+	r.tick(s)
+	live("once its launch is listed again")
+	r.clock.add(time.Second)
+	r.tick(s)
+	live("a tick later")
+	if !slices.Contains(r.launches(), id) {
+		t.Fatalf("launch %s no longer runs", id)
+	}
+
+	// It really ends: revoked at the tick that finds it still gone.
+	if err := r.local.Stop(t.Context(), id, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the worker ends", func() bool { return !slices.Contains(r.launches(), id) })
+	for range 2 {
+		r.clock.add(time.Second)
+		r.tick(s)
+	}
+	if tok, err := r.drv.TokenGet(t.Context(), plane.HashTokenSecret(token)); err != nil || tok.RevokedAt.IsZero() {
+		t.Fatalf("after its launch ended, the worker's token is %+v (%v), want revoked", tok, err)
 	}
 }

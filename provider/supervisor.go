@@ -146,6 +146,10 @@ type queueTrack struct {
 	stopping map[string]bool      // launch ids we asked to stop, until they end
 	shapeOf  map[string]string    // launch id → the shape it was launched for ("" default)
 	shapes   map[string]*shapeTrack
+	// ended are launches a List left out, whose token (if one was minted) is revoked when
+	// the next List leaves them out too: a provider's List may miss a running launch for a
+	// moment, and a revoked token cannot be given back to its worker.
+	ended map[string]bool
 }
 
 // shapeTrack is what the supervisor remembers of one shape of a queue.
@@ -728,6 +732,15 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 			tr.seen[id] = true
 		}
 	}
+	// The launches a List left out at a previous tick: their tokens (if a supervisor minted
+	// them) are revoked now if this List leaves them out too; one listed again runs on with
+	// its token (it is adopted again above).
+	for id := range tr.ended {
+		if _, up := alive[id]; !up {
+			s.revokeToken(k, id)
+		}
+	}
+	ended := map[string]bool{}
 	// A launch seen alive that ended without our stop: a crash (or SLURM killed it).
 	for id := range tr.seen {
 		_, isPending := pending[id]
@@ -739,7 +752,7 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		shape := tr.shapeOf[id]
 		delete(tr.shapeOf, id)
 		if !s.cfg.DryRun {
-			s.revokeToken(k, id) // its token, if a supervisor minted one: the launch ended
+			ended[id] = true // its token is revoked if the next List leaves it out too
 		}
 		if tr.stopping[id] {
 			delete(tr.stopping, id)
@@ -750,6 +763,7 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		}
 		s.fail(tr.shape(shape), now, labels, shape, "ended", id, append(launchExit(p, id), s.launchLog(p, id, policy)...)...)
 	}
+	tr.ended = ended
 
 	// One state per shape: the default shape, every shape with demand, every shape with
 	// live launches.
