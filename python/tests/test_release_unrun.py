@@ -223,3 +223,55 @@ def test_signals_a_body_s_thread_receives_while_the_loop_sleeps_are_handled_at_o
     assert row.state == "queued" and row.attempt == 0, row  # given back unrun, not failed
     assert row.error is not None and row.error["type"] == "released", row.error
     d.close()
+
+
+WAKEUP_FD_SCRIPT = textwrap.dedent(
+    """
+    import os, signal, socket, sys, lakeshore
+    from lakeshore import udf, run_worker
+
+    d = lakeshore.Dispatch(sys.argv[1])
+    # What an asyncio loop with add_signal_handler leaves in the process: a no-op Python
+    # handler and the loop's self-pipe as the signal module's wakeup fd, which the C handler
+    # writes the signal's number to and the loop reads when it runs again.
+    r, w = socket.socketpair()
+    r.setblocking(False)
+    w.setblocking(False)
+    signal.signal(signal.SIGUSR1, lambda *_: None)
+    signal.set_wakeup_fd(w.fileno())
+
+    @udf(queue="wake", dispatch=d)
+    def body(n: int) -> int:
+        os.kill(os.getpid(), signal.SIGUSR1)  # while the worker's wakeup fd is in place
+        return n
+
+    run_worker(d, queues=[body], once=True)
+    run_worker(d, queues=[body], once=True)  # twice in one process
+    print("restored", signal.set_wakeup_fd(-1) == w.fileno(), flush=True)
+    try:
+        got = r.recv(100)
+    except BlockingIOError:
+        got = b""
+    print("signals for the caller", list(got), flush=True)
+    """
+)
+
+
+def test_the_wakeup_fd_the_caller_had_is_restored_and_gets_its_signals(home: Path, tmp_path: Path) -> None:
+    """run_worker puts its own wakeup fd in place of the caller's while it runs (the
+    signal module has one): the caller's is restored after, and the signals that came
+    meanwhile are passed on to it, as they reached it before the worker had one — an
+    asyncio loop of the same process that handles SIGUSR1 (add_signal_handler) learns
+    of it when it runs again. Before, the worker's loop read them and dropped them."""
+    target = str(home / "wakeup-fd.db")
+    d = lakeshore.Dispatch(target)
+    q = SyncQueue("wake", dispatch=d)
+    invs = [q.submit({"n": n}) for n in (1, 2)]
+    script = tmp_path / "wakeup_fd_script.py"
+    script.write_text(WAKEUP_FD_SCRIPT)
+    w = subprocess.run([sys.executable, str(script), target], capture_output=True, text=True, env=dict(os.environ), timeout=150)
+    assert w.returncode == 0, w.stdout + w.stderr
+    usr1 = int(__import__("signal").SIGUSR1)
+    assert w.stdout == f"restored True\nsignals for the caller {[usr1, usr1]}\n", w.stdout + w.stderr
+    assert [q.result(inv, timeout=5) for inv in invs] == [1, 2]
+    d.close()

@@ -1775,21 +1775,30 @@ def _wake_loop_on_signals(loop: asyncio.AbstractEventLoop) -> tuple[socket.socke
     wsock.setblocking(False)
     # A full buffer loses only bytes: one is enough to wake the loop, which reads them all.
     previous = signal.set_wakeup_fd(wsock.fileno(), warn_on_full_buffer=False)
-
-    def read() -> None:
-        with contextlib.suppress(BlockingIOError, InterruptedError):
-            while rsock.recv(4096):
-                pass
-
-    loop.add_reader(rsock.fileno(), read)
+    loop.add_reader(rsock.fileno(), _pass_on_signals, rsock, previous)
     return rsock, wsock, previous
 
 
+def _pass_on_signals(rsock: socket.socket, previous: int) -> None:
+    """Read the signal numbers the wakeup socket holds and write them to ``previous``, the
+    wakeup fd the caller had (-1: none), as the C handler did before the worker put its own
+    in place: an asyncio loop of the same process (``add_signal_handler``) reads its
+    signals there when it runs again. Best effort, as the C handler's own write (a full or
+    closed fd loses them)."""
+    with contextlib.suppress(BlockingIOError, InterruptedError):
+        while data := rsock.recv(4096):
+            if previous != -1:
+                with contextlib.suppress(OSError):
+                    os.write(previous, data)
+
+
 def _stop_waking_loop(loop: asyncio.AbstractEventLoop, wakeup: tuple[socket.socket, socket.socket, int]) -> None:
-    """Undo :func:`_wake_loop_on_signals`: the previous wakeup fd again, the sockets closed."""
+    """Undo :func:`_wake_loop_on_signals`: the previous wakeup fd again (the signals that
+    came meanwhile passed on to it), the sockets closed."""
     rsock, wsock, previous = wakeup
     signal.set_wakeup_fd(previous)
     loop.remove_reader(rsock.fileno())
+    _pass_on_signals(rsock, previous)
     rsock.close()
     wsock.close()
 
