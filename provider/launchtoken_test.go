@@ -186,3 +186,58 @@ func TestSupervisorLaunchTokenSurvivesAListThatMissesIt(t *testing.T) {
 		t.Fatalf("after its launch ended, the worker's token is %+v (%v), want revoked", tok, err)
 	}
 }
+
+// TestSupervisorEndedLogLineCutKeepsSecretsOut: a worker's last log line longer than what
+// a "worker failed failure=ended" line quotes of it (its last 512 bytes, from the file's
+// last 4 KiB) is cut after its secrets are hidden, never before: a secret cut short is one
+// no redaction recognises. Before, the line was cut first, so a launch token (or a
+// policy's secret) straddling the cut was quoted in part — its last characters, enough to
+// guess the few missing ones.
+func TestSupervisorEndedLogLineCutKeepsSecretsOut(t *testing.T) {
+	const policySecret = "hf_policysecret-0123456789"
+	for _, c := range []struct{ name, script string }{
+		// The 512-byte cut falls 21 bytes before the token's end.
+		{"token", `printf 'unauthorized: key %s, token %s %0490d\n' "$HF_TOKEN" "$LAKESHORE_TOKEN" 0 >&2; exit 3`},
+		// The 512-byte cut falls 11 bytes before the end of the policy's secret.
+		{"env", `printf 'unauthorized: token %s, key %s %0500d\n' "$LAKESHORE_TOKEN" "$HF_TOKEN" 0 >&2; exit 3`},
+		// The last non-blank line began before the file's last 4 KiB, which begin 16 bytes
+		// before the token's end.
+		{"window", `printf 'unauthorized: token %s' "$LAKESHORE_TOKEN" >&2; printf '\n%.0s' $(seq 4080) >&2; exit 3`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t)
+			out := filepath.Join(t.TempDir(), "token")
+			script := `printf %s "$LAKESHORE_TOKEN" > "$0"; ` + c.script
+			r.setProvider("cut", plane.ProviderLocal, plane.LaunchPolicy{MaxWorkers: 1, Command: []string{"sh", "-c", script, out},
+				Env: map[string]string{"HF_TOKEN": policySecret}})
+			r.submit("cut", 1)
+			reg, logs := prometheus.NewRegistry(), &logBuffer{}
+			s := r.supervisor(reg, logs, func(c *provider.SupervisorConfig) {
+				c.WorkerEnv = map[string]string{"LAKESHORE_TOKEN": "supervisor-admin-token-1"}
+			})
+			r.tick(s)
+			launched := regexp.MustCompile(`msg="provider supervisor: launched".* launch=(\w+)`).FindStringSubmatch(logs.String())
+			if launched == nil {
+				t.Fatalf("no launch:\n%s", logs.String())
+			}
+			waitUntil(t, "the worker exits", func() bool { return !slices.Contains(r.launches(), launched[1]) })
+			r.clock.add(time.Second)
+			r.tick(s)
+			token, err := os.ReadFile(out)
+			if err != nil || !strings.HasPrefix(string(token), plane.TokenSecretPrefix) {
+				t.Fatalf("the worker's token: %q (%v)", token, err)
+			}
+			log := logs.String()
+			if !strings.Contains(log, "failure=ended") {
+				t.Fatalf("no failure=ended line:\n%s", log)
+			}
+			for _, secret := range []string{string(token), policySecret} {
+				for i := 0; i+8 <= len(secret); i++ {
+					if part := secret[i:]; len(part) >= 8 && strings.Contains(log, part[:8]) && strings.Contains(log, part) {
+						t.Fatalf("the log quotes the secret %q in part (%q):\n%s", secret, part, log)
+					}
+				}
+			}
+		})
+	}
+}

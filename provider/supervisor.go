@@ -1015,17 +1015,23 @@ func (s *Supervisor) launchLog(p Provider, id string, policy plane.LaunchPolicy)
 	if !filepath.IsAbs(path) {
 		return args
 	}
-	if last := lastLine(path); last != "" {
+	secrets := s.secretEnv(policy)
+	if last := lastLine(path, func(line string) string {
 		// A launch's own token (mintToken) is known to no supervisor that adopted it.
-		args = append(args, "log_last_line", plane.RedactTokenSecrets(plane.RedactValuesIn(last, s.secretEnv(policy))))
+		return plane.RedactTokenSecrets(plane.RedactValuesIn(line, secrets))
+	}); last != "" {
+		args = append(args, "log_last_line", last)
 	}
 	return args
 }
 
 // lastLine returns the last non-blank line of the file at path, from its last
-// launchLogTail bytes, at most launchLogLineMax bytes of its end; "" when there is none or
-// the file cannot be read.
-func lastLine(path string) string {
+// launchLogTail bytes, redacted (redact hides its secrets), then at most launchLogLineMax
+// bytes of its end; "" when there is none or the file cannot be read. Only a whole line is
+// redacted and quoted, and it is cut only once redacted: a secret cut short (by the cut, or
+// by the start of the bytes read) is one no redaction recognises, and its end would be
+// quoted. A last line longer than launchLogTail is not quoted.
+func lastLine(path string, redact func(string) string) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
@@ -1035,13 +1041,18 @@ func lastLine(path string) string {
 	if err != nil || !info.Mode().IsRegular() {
 		return ""
 	}
-	at := max(0, info.Size()-launchLogTail)
+	at := max(0, info.Size()-launchLogTail-1) // one byte more: is the first line read whole?
 	b := make([]byte, info.Size()-at)
 	if _, err := f.ReadAt(b, at); err != nil && !errors.Is(err, io.EOF) {
 		return ""
 	}
-	text := strings.TrimRight(string(b), " \t\r\n")
-	text = strings.TrimSpace(text[strings.LastIndexByte(text, '\n')+1:])
+	text := string(b)
+	if at > 0 {
+		// The first line read may have begun before: not whole, it is dropped.
+		_, text, _ = strings.Cut(text, "\n")
+	}
+	text = strings.TrimRight(text, " \t\r\n")
+	text = redact(strings.TrimSpace(text[strings.LastIndexByte(text, '\n')+1:]))
 	if len(text) > launchLogLineMax {
 		text = "…" + text[len(text)-launchLogLineMax:]
 	}
