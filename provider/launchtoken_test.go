@@ -241,3 +241,35 @@ func TestSupervisorEndedLogLineCutKeepsSecretsOut(t *testing.T) {
 		})
 	}
 }
+
+// TestSupervisorAdoptingWithoutTokenRevokes: a supervisor that gives its workers no token
+// (its plane is postgres:// or a file, say `lakeshore serve --providers` on the server)
+// and adopts the launches of one that minted tokens (it took the queue's lease over)
+// revokes their tokens when they end: the token's id is the launch's. Before, only a
+// supervisor with a LAKESHORE_TOKEN of its own revoked, so these stayed valid for ever.
+func TestSupervisorAdoptingWithoutTokenRevokes(t *testing.T) {
+	r := newRigClocked(t, true) // leases end when the test advances the clock
+	logs := &logBuffer{}
+	minting := r.supervisor(prometheus.NewRegistry(), logs, func(c *provider.SupervisorConfig) {
+		c.WorkerEnv = map[string]string{"LAKESHORE_TOKEN": "supervisor-admin-token-1"}
+	})
+	id, token := launchTokenOf(t, r, minting, logs, "adopted", nil)
+	r.clock.add(time.Minute) // the minting supervisor is gone: its lease expires
+	adoptingLogs := &logBuffer{}
+	adopting := r.supervisor(prometheus.NewRegistry(), adoptingLogs, nil)
+	r.tick(adopting)
+	if !strings.Contains(adoptingLogs.String(), "adopted a running launch") {
+		t.Fatalf("the second supervisor did not adopt the launch:\n%s", adoptingLogs.String())
+	}
+	if err := r.local.Stop(t.Context(), id, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the worker ends", func() bool { return !slices.Contains(r.launches(), id) })
+	for range 2 {
+		r.clock.add(time.Second)
+		r.tick(adopting)
+	}
+	if tok, err := r.drv.TokenGet(t.Context(), plane.HashTokenSecret(token)); err != nil || tok.RevokedAt.IsZero() {
+		t.Fatalf("after its launch ended, the worker's token is %+v (%v), want revoked by the supervisor that adopted it", tok, err)
+	}
+}

@@ -1160,19 +1160,23 @@ func (s *Supervisor) mintToken(ctx context.Context, k queueKey, l *Launch) (bool
 // revokeToken revokes the token minted for launch id, if any (LaunchTokenID): its worker
 // ended, or never started. An unknown id (a launch given no token of its own) is nothing
 // to do; another failure is logged, and the token stays valid with no process holding it.
+// A supervisor that mints no tokens (its workers get no LAKESHORE_TOKEN of it: its plane
+// is postgres:// or a file) revokes all the same: a launch it adopted from one that
+// minted has a token only it can revoke.
 func (s *Supervisor) revokeToken(k queueKey, id string) {
 	s.mu.Lock()
 	off := s.noMint
 	s.mu.Unlock()
-	if off || s.cfg.WorkerEnv[EnvToken] == "" {
+	if off {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
 	defer cancel()
 	// Not found: the launch got no token of its own; forbidden: this supervisor may not
-	// manage tokens, so it made none (mintToken logs that once).
+	// manage tokens, so it made none (mintToken logs that once); not implemented: a plane
+	// without tokens.
 	if _, err := s.cfg.Driver.TokenRevoke(ctx, LaunchTokenID(id)); err != nil && !errors.Is(err, plane.ErrNotFound) &&
-		!errors.Is(err, plane.ErrForbidden) {
+		!errors.Is(err, plane.ErrForbidden) && !errors.Is(err, plane.ErrNotImplemented) {
 		s.cfg.Logger.Warn("provider supervisor: could not revoke the token of an ended launch", "namespace", k.namespace,
 			"queue", k.queue, "launch", id, "token", LaunchTokenID(id), "error", err)
 	}
