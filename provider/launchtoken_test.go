@@ -273,3 +273,28 @@ func TestSupervisorAdoptingWithoutTokenRevokes(t *testing.T) {
 		t.Fatalf("after its launch ended, the worker's token is %+v (%v), want revoked by the supervisor that adopted it", tok, err)
 	}
 }
+
+// TestSupervisorLeaseLostStillRevokes: a supervisor that saw a launch end and then lost
+// the queue's lease before the next List confirmed it (another supervisor took the queue
+// over, never having seen the launch) still revokes its token at that next tick: revoking
+// needs no lease, and no other supervisor knows the launch.
+func TestSupervisorLeaseLostStillRevokes(t *testing.T) {
+	r := newRigClocked(t, true) // leases end when the test advances the clock
+	logs := &logBuffer{}
+	first := r.supervisor(prometheus.NewRegistry(), logs, func(c *provider.SupervisorConfig) {
+		c.WorkerEnv = map[string]string{"LAKESHORE_TOKEN": "supervisor-admin-token-1"}
+	})
+	id, token := launchTokenOf(t, r, first, logs, "handover", nil)
+	if err := r.local.Stop(t.Context(), id, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the worker ends", func() bool { return !slices.Contains(r.launches(), id) })
+	r.clock.add(time.Second)
+	r.tick(first) // its List leaves the launch out once
+	r.clock.add(time.Minute)
+	r.tick(r.supervisor(prometheus.NewRegistry(), &logBuffer{}, nil)) // takes the expired lease over
+	r.tick(first)                                                     // the lease is the other's now
+	if tok, err := r.drv.TokenGet(t.Context(), plane.HashTokenSecret(token)); err != nil || tok.RevokedAt.IsZero() {
+		t.Fatalf("after its launch ended, the worker's token is %+v (%v), want revoked", tok, err)
+	}
+}

@@ -641,6 +641,16 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		s.queues[k] = tr
 	}
 	s.state.Unlock()
+	// The launches the previous List left out: their tokens (if a supervisor minted them)
+	// are revoked now if this List leaves them out too; one listed again runs on with its
+	// token (it is adopted again below). Before the lease: revoking needs none, and a
+	// supervisor that lost the queue's lease meanwhile is the only one that knows them.
+	for id := range tr.ended {
+		if _, up := alive[id]; !up {
+			s.revokeToken(k, id)
+		}
+	}
+	tr.ended = nil
 	switch {
 	case s.cfg.DryRun:
 		// A dry run takes no lease: it must never keep a real supervisor from a queue.
@@ -730,14 +740,6 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 		if _, up := alive[id]; up {
 			stopping[tr.shapeOf[id]]++
 			tr.seen[id] = true
-		}
-	}
-	// The launches a List left out at a previous tick: their tokens (if a supervisor minted
-	// them) are revoked now if this List leaves them out too; one listed again runs on with
-	// its token (it is adopted again above).
-	for id := range tr.ended {
-		if _, up := alive[id]; !up {
-			s.revokeToken(k, id)
 		}
 	}
 	ended := map[string]bool{}
