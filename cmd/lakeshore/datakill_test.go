@@ -101,6 +101,36 @@ var dataStores = []dataStore{
 	}},
 }
 
+// onEachDataStore runs fn, as a subtest of t per store of dataStores (skipped with
+// -short), with a context bounded by a 3-minute hang guard, a server on a fresh store and
+// its queue "rollouts" opened through it.
+func onEachDataStore(t *testing.T, fn func(t *testing.T, ctx context.Context, srv *dataServer, q *persist.Queue)) {
+	if testing.Short() {
+		t.Skip("starts and kills servers")
+	}
+	for _, st := range dataStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+			defer cancel()
+			srv := st.start(t)
+			fn(t, ctx, srv, srv.open(ctx, "rollouts"))
+		})
+	}
+}
+
+// putNumbered puts total records {"v": i, "pad": pad} (i from 0), 200 a batch.
+func putNumbered(t *testing.T, ctx context.Context, q *persist.Queue, total int) {
+	t.Helper()
+	for lo := 0; lo < total; lo += 200 {
+		recs := make([]persist.Record, min(200, total-lo))
+		for j := range recs {
+			recs[j] = persist.Record{"v": int64(lo + j), "pad": pad}
+		}
+		_, err := q.PutBatch(ctx, recs)
+		require.NoError(t, err)
+	}
+}
+
 // awaitState polls cond (observable state: counts the test's clients keep) until it holds,
 // failing t when ctx ends first.
 func awaitState(t *testing.T, ctx context.Context, what string, cond func() bool) {
@@ -235,30 +265,21 @@ func (p *producers) requireExactlyOnce(t *testing.T, ctx context.Context, q *per
 // HTTP store also repeats it by itself while the server is away). In the end every
 // record is in the queue exactly once, at the index its put answered, whole.
 func TestServeDataKilledWhileProducing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and kills servers")
-	}
 	kills := envInt(t, "LAKESHORE_DATA_KILLS", 3)
-	for _, st := range dataStores {
-		t.Run(st.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-			defer cancel()
-			srv := st.start(t)
-			q := srv.open(ctx, "rollouts")
-			p := startProducers(t, ctx, q, 2, 40)
-			for k := range kills {
-				target := int64(400 * (k + 1))
-				awaitState(t, ctx, "puts acknowledged before the kill", func() bool { p.failed(t); return p.acked.Load() >= target })
-				srv.kill()
-				srv.restart()
-			}
-			target := p.acked.Load() + 400
-			awaitState(t, ctx, "puts acknowledged after the last restart", func() bool { p.failed(t); return p.acked.Load() >= target })
-			p.finish(t, ctx)
-			p.requireExactlyOnce(t, ctx, q)
-			t.Logf("%d kills, %d records, %d failed attempts repeated by the clients", kills, p.acked.Load(), p.failures.Load())
-		})
-	}
+	onEachDataStore(t, func(t *testing.T, ctx context.Context, srv *dataServer, q *persist.Queue) {
+		p := startProducers(t, ctx, q, 2, 40)
+		for k := range kills {
+			target := int64(400 * (k + 1))
+			awaitState(t, ctx, "puts acknowledged before the kill", func() bool { p.failed(t); return p.acked.Load() >= target })
+			srv.kill()
+			srv.restart()
+		}
+		target := p.acked.Load() + 400
+		awaitState(t, ctx, "puts acknowledged after the last restart", func() bool { p.failed(t); return p.acked.Load() >= target })
+		p.finish(t, ctx)
+		p.requireExactlyOnce(t, ctx, q)
+		t.Logf("%d kills, %d records, %d failed attempts repeated by the clients", kills, p.acked.Load(), p.failures.Load())
+	})
 }
 
 // TestServeDataKilledWhileConsuming SIGKILLs `lakeshore serve` while two consumers of
@@ -269,121 +290,105 @@ func TestServeDataKilledWhileProducing(t *testing.T) {
 // counts every record once: nothing acknowledged lost, nothing marked that no hand-out
 // took. A second task then reads every record once.
 func TestServeDataKilledWhileConsuming(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and kills servers")
-	}
 	kills := envInt(t, "LAKESHORE_DATA_KILLS", 3)
-	for _, st := range dataStores {
-		t.Run(st.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-			defer cancel()
-			srv := st.start(t)
-			q := srv.open(ctx, "rollouts")
-			const total, batch = 4000, 20
-			for lo := 0; lo < total; lo += 200 {
-				recs := make([]persist.Record, 200)
-				for j := range recs {
-					recs[j] = persist.Record{"v": int64(lo + j), "pad": pad}
-				}
-				_, err := q.PutBatch(ctx, recs)
-				require.NoError(t, err)
-			}
+	onEachDataStore(t, func(t *testing.T, ctx context.Context, srv *dataServer, q *persist.Queue) {
+		const total, batch = 4000, 20
+		putNumbered(t, ctx, q, total)
 
-			var mu sync.Mutex
-			handed := map[int64]int{} // index → how many times it was handed to "train"
-			var nHanded, failed atomic.Int64
-			var final atomic.Bool // the last restart is done: an empty batch ends a consumer
-			errs := make(chan error, 2)
-			var wg sync.WaitGroup
-			for range 2 {
-				wg.Go(func() {
-					for ctx.Err() == nil {
-						req := &persist.MetaRequest{Task: "train", BatchSize: batch, Fields: []string{"v", "pad"}}
-						b, m, err := q.Reader().GetBatch(ctx, req)
-						if err != nil {
-							failed.Add(1)
-							time.Sleep(20 * time.Millisecond) // a client's back-off
-							continue
-						}
-						rows, err := b.Rows()
-						b.Release()
-						if err != nil {
-							errs <- err
-							return
-						}
-						for k, r := range rows {
-							if r.Index != m.Indexes[k] || r.Fields["v"] != r.Index || r.Fields["pad"] != pad {
-								errs <- fmt.Errorf("row %d of a batch is %+v, not the whole record of index %d", k, r, m.Indexes[k])
-								return
-							}
-						}
-						mu.Lock()
-						for _, x := range m.Indexes {
-							if handed[x]++; handed[x] > 1 {
-								errs <- fmt.Errorf("record %d was handed to task train twice", x)
-								mu.Unlock()
-								return
-							}
-						}
-						mu.Unlock()
-						nHanded.Add(int64(len(m.Indexes)))
-						if len(m.Indexes) == 0 && final.Load() {
+		var mu sync.Mutex
+		handed := map[int64]int{} // index → how many times it was handed to "train"
+		var nHanded, failed atomic.Int64
+		var final atomic.Bool // the last restart is done: an empty batch ends a consumer
+		errs := make(chan error, 2)
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					req := &persist.MetaRequest{Task: "train", BatchSize: batch, Fields: []string{"v", "pad"}}
+					b, m, err := q.Reader().GetBatch(ctx, req)
+					if err != nil {
+						failed.Add(1)
+						time.Sleep(20 * time.Millisecond) // a client's back-off
+						continue
+					}
+					rows, err := b.Rows()
+					b.Release()
+					if err != nil {
+						errs <- err
+						return
+					}
+					for k, r := range rows {
+						if r.Index != m.Indexes[k] || r.Fields["v"] != r.Index || r.Fields["pad"] != pad {
+							errs <- fmt.Errorf("row %d of a batch is %+v, not the whole record of index %d", k, r, m.Indexes[k])
 							return
 						}
 					}
-				})
-			}
-			for k := range kills {
-				target := int64(total * (k + 1) / (kills + 2))
-				awaitState(t, ctx, "batches handed out before the kill", func() bool {
-					if len(errs) > 0 {
-						t.Fatal(<-errs)
+					mu.Lock()
+					for _, x := range m.Indexes {
+						if handed[x]++; handed[x] > 1 {
+							errs <- fmt.Errorf("record %d was handed to task train twice", x)
+							mu.Unlock()
+							return
+						}
 					}
-					return nHanded.Load() >= target
-				})
-				srv.kill()
-				srv.restart()
-			}
-			final.Store(true)
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				require.NoError(t, err)
-			}
-			require.NoError(t, ctx.Err())
-
-			var unseen int
-			for x := range int64(total) {
-				switch n := handed[x]; {
-				case n > 1:
-					t.Fatalf("record %d was handed to task train %d times", x, n)
-				case n == 0:
-					unseen++
+					mu.Unlock()
+					nHanded.Add(int64(len(m.Indexes)))
+					if len(m.Indexes) == 0 && final.Load() {
+						return
+					}
 				}
-			}
-			require.LessOrEqual(t, int64(unseen), failed.Load()*batch,
-				"only a batch whose answer a kill cut is consumed unseen (%d failed calls)", failed.Load())
-			consumed, err := q.Consumed(ctx, "train", persist.DefaultPartition)
+			})
+		}
+		for k := range kills {
+			target := int64(total * (k + 1) / (kills + 2))
+			awaitState(t, ctx, "batches handed out before the kill", func() bool {
+				if len(errs) > 0 {
+					t.Fatal(<-errs)
+				}
+				return nHanded.Load() >= target
+			})
+			srv.kill()
+			srv.restart()
+		}
+		final.Store(true)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
 			require.NoError(t, err)
-			require.EqualValues(t, total, consumed, "the task's consumption counts every record once")
+		}
+		require.NoError(t, ctx.Err())
 
-			seen := map[int64]bool{}
-			for {
-				b, m, err := q.Reader().GetBatch(ctx, &persist.MetaRequest{Task: "critic", BatchSize: 1000, Fields: []string{"v"}})
-				require.NoError(t, err)
-				b.Release()
-				if len(m.Indexes) == 0 {
-					break
-				}
-				for _, x := range m.Indexes {
-					require.False(t, seen[x], "record %d handed to task critic twice", x)
-					seen[x] = true
-				}
+		var unseen int
+		for x := range int64(total) {
+			switch n := handed[x]; {
+			case n > 1:
+				t.Fatalf("record %d was handed to task train %d times", x, n)
+			case n == 0:
+				unseen++
 			}
-			require.Len(t, seen, total, "another task's consumption is its own")
-			t.Logf("%d kills, %d records handed out, %d consumed unseen, %d failed calls", kills, nHanded.Load(), unseen, failed.Load())
-		})
-	}
+		}
+		require.LessOrEqual(t, int64(unseen), failed.Load()*batch,
+			"only a batch whose answer a kill cut is consumed unseen (%d failed calls)", failed.Load())
+		consumed, err := q.Consumed(ctx, "train", persist.DefaultPartition)
+		require.NoError(t, err)
+		require.EqualValues(t, total, consumed, "the task's consumption counts every record once")
+
+		seen := map[int64]bool{}
+		for {
+			b, m, err := q.Reader().GetBatch(ctx, &persist.MetaRequest{Task: "critic", BatchSize: 1000, Fields: []string{"v"}})
+			require.NoError(t, err)
+			b.Release()
+			if len(m.Indexes) == 0 {
+				break
+			}
+			for _, x := range m.Indexes {
+				require.False(t, seen[x], "record %d handed to task critic twice", x)
+				seen[x] = true
+			}
+		}
+		require.Len(t, seen, total, "another task's consumption is its own")
+		t.Logf("%d kills, %d records handed out, %d consumed unseen, %d failed calls", kills, nHanded.Load(), unseen, failed.Load())
+	})
 }
 
 // TestServeDataKilledWhileTrainingLeased SIGKILLs `lakeshore serve` while a trainer reads
@@ -393,81 +398,65 @@ func TestServeDataKilledWhileConsuming(t *testing.T) {
 // server. In the end the trainer committed every record exactly once, and the task's
 // consumption counts each once: leased reads are exactly-once across server kills.
 func TestServeDataKilledWhileTrainingLeased(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and kills servers")
-	}
 	kills := envInt(t, "LAKESHORE_DATA_KILLS", 3)
-	for _, st := range dataStores {
-		t.Run(st.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
-			srv := st.start(t)
-			q := srv.open(ctx, "rollouts")
-			const total, batch = 1000, 20
-			for lo := 0; lo < total; lo += 200 {
-				recs := make([]persist.Record, 200)
-				for j := range recs {
-					recs[j] = persist.Record{"v": int64(lo + j), "pad": pad}
-				}
-				_, err := q.PutBatch(ctx, recs)
-				require.NoError(t, err)
-			}
-			var nCommitted, failed atomic.Int64
-			fail := make(chan error, 1)
-			committed := make([]int, total)
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				r := q.Reader()
-				for nCommitted.Load() < total && ctx.Err() == nil {
-					req := &persist.MetaRequest{Task: "train", BatchSize: batch, Fields: []string{"v", "pad"}}
-					b, m, err := r.GetBatchLeased(ctx, req, time.Second)
-					if err != nil || len(m.Indexes) == 0 { // a kill, or every ready record leased
-						if err != nil {
-							failed.Add(1)
-						}
-						time.Sleep(20 * time.Millisecond) // a client's back-off
-						continue
-					}
-					b.Release()
-					for r.Commit(ctx, m) != nil && ctx.Err() == nil {
+	onEachDataStore(t, func(t *testing.T, ctx context.Context, srv *dataServer, q *persist.Queue) {
+		const total, batch = 1000, 20
+		putNumbered(t, ctx, q, total)
+		var nCommitted, failed atomic.Int64
+		fail := make(chan error, 1)
+		committed := make([]int, total)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r := q.Reader()
+			for nCommitted.Load() < total && ctx.Err() == nil {
+				req := &persist.MetaRequest{Task: "train", BatchSize: batch, Fields: []string{"v", "pad"}}
+				b, m, err := r.GetBatchLeased(ctx, req, time.Second)
+				if err != nil || len(m.Indexes) == 0 { // a kill, or every ready record leased
+					if err != nil {
 						failed.Add(1)
-						time.Sleep(20 * time.Millisecond)
 					}
-					for _, x := range m.Indexes {
-						if committed[x]++; committed[x] > 1 {
-							fail <- fmt.Errorf("record %d committed twice: handed out again after its commit", x)
-							return
-						}
-					}
-					nCommitted.Add(int64(len(m.Indexes)))
+					time.Sleep(20 * time.Millisecond) // a client's back-off
+					continue
 				}
-			}()
-			for k := range kills {
-				target := int64(total * (k + 1) / (kills + 2))
-				awaitState(t, ctx, "batches committed before the kill", func() bool {
-					if len(fail) > 0 {
-						t.Fatal(<-fail)
+				b.Release()
+				for r.Commit(ctx, m) != nil && ctx.Err() == nil {
+					failed.Add(1)
+					time.Sleep(20 * time.Millisecond)
+				}
+				for _, x := range m.Indexes {
+					if committed[x]++; committed[x] > 1 {
+						fail <- fmt.Errorf("record %d committed twice: handed out again after its commit", x)
+						return
 					}
-					return nCommitted.Load() >= target
-				})
-				srv.kill()
-				srv.restart()
+				}
+				nCommitted.Add(int64(len(m.Indexes)))
 			}
-			<-done
-			if len(fail) > 0 {
-				t.Fatal(<-fail)
-			}
-			require.NoError(t, ctx.Err())
-			for x, n := range committed {
-				require.Equal(t, 1, n, "record %d committed once", x)
-			}
-			consumed, err := q.Consumed(ctx, "train", persist.DefaultPartition)
-			require.NoError(t, err)
-			require.EqualValues(t, total, consumed)
-			t.Logf("%d kills, %d failed calls repeated", kills, failed.Load())
-		})
-	}
+		}()
+		for k := range kills {
+			target := int64(total * (k + 1) / (kills + 2))
+			awaitState(t, ctx, "batches committed before the kill", func() bool {
+				if len(fail) > 0 {
+					t.Fatal(<-fail)
+				}
+				return nCommitted.Load() >= target
+			})
+			srv.kill()
+			srv.restart()
+		}
+		<-done
+		if len(fail) > 0 {
+			t.Fatal(<-fail)
+		}
+		require.NoError(t, ctx.Err())
+		for x, n := range committed {
+			require.Equal(t, 1, n, "record %d committed once", x)
+		}
+		consumed, err := q.Consumed(ctx, "train", persist.DefaultPartition)
+		require.NoError(t, err)
+		require.EqualValues(t, total, consumed)
+		t.Logf("%d kills, %d failed calls repeated", kills, failed.Load())
+	})
 }
 
 // TestServeDataRLStateKilled SIGKILLs `lakeshore serve` right after each step of the RL
@@ -477,126 +466,117 @@ func TestServeDataKilledWhileTrainingLeased(t *testing.T) {
 // back-pressure is still held after a restart, is repeated by its put id across the
 // kill, and is admitted once — exactly once — when the trainer consumes.
 func TestServeDataRLStateKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and kills servers")
-	}
-	for _, st := range dataStores {
-		t.Run(st.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-			defer cancel()
-			srv := st.start(t)
-			q := srv.open(ctx, "rollouts")
-			crash := func() { srv.kill(); srv.restart() }
+	onEachDataStore(t, func(t *testing.T, ctx context.Context, srv *dataServer, q *persist.Queue) {
+		crash := func() { srv.kill(); srv.restart() }
 
-			// Weight versions.
-			require.NoError(t, q.SetVersion(ctx, 3))
-			crash()
-			v, err := q.Version(ctx)
-			require.NoError(t, err)
-			require.EqualValues(t, 3, v, "the version set before the kill")
-			err = q.SetVersion(ctx, 2)
-			require.Error(t, err)
-			require.Equal(t, "invalid", persist.Code(err), "a version cannot go back after a restart: %v", err)
-			require.NoError(t, q.SetVersion(ctx, 3), "setting the same version again is a no-op")
+		// Weight versions.
+		require.NoError(t, q.SetVersion(ctx, 3))
+		crash()
+		v, err := q.Version(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 3, v, "the version set before the kill")
+		err = q.SetVersion(ctx, 2)
+		require.Error(t, err)
+		require.Equal(t, "invalid", persist.Code(err), "a version cannot go back after a restart: %v", err)
+		require.NoError(t, q.SetVersion(ctx, 3), "setting the same version again is a no-op")
 
-			// Staleness: 4 records at each version 0…5, the queue at version 5, bound 1.
-			for ver := range int64(6) {
-				recs := make([]persist.Record, 4)
-				for j := range recs {
-					recs[j] = persist.Record{"v": ver*4 + int64(j)}
-				}
-				_, err := q.PutVersioned(ctx, persist.DefaultPartition, recs, ver, -1, nil)
-				require.NoError(t, err)
+		// Staleness: 4 records at each version 0…5, the queue at version 5, bound 1.
+		for ver := range int64(6) {
+			recs := make([]persist.Record, 4)
+			for j := range recs {
+				recs[j] = persist.Record{"v": ver*4 + int64(j)}
 			}
-			require.NoError(t, q.SetVersion(ctx, 5))
-			crash()
-			req := &persist.MetaRequest{Task: "train", BatchSize: 100, Fields: []string{persist.WeightVersionField},
-				Staleness: &persist.Staleness{Max: 1}}
-			b, m, err := q.Reader().GetBatch(ctx, req)
+			_, err := q.PutVersioned(ctx, persist.DefaultPartition, recs, ver, -1, nil)
 			require.NoError(t, err)
-			rows, err := b.Rows()
-			b.Release()
-			require.NoError(t, err)
-			require.Len(t, rows, 8, "the records of versions 4 and 5: %v", m.Indexes)
-			for _, r := range rows {
-				require.GreaterOrEqual(t, r.Fields[persist.WeightVersionField], int64(4), "record %d is within the bound", r.Index)
-			}
-			crash()
-			stats, err := q.Stats(ctx)
-			require.NoError(t, err)
-			require.EqualValues(t, 16, stats.StaleDropped, "the drops of the hand-out are durable")
-			consumed, err := q.Consumed(ctx, "train", persist.DefaultPartition)
-			require.NoError(t, err)
-			require.EqualValues(t, 24, consumed, "served and dropped records are consumed for the task")
-			b, m, err = q.Reader().GetBatch(ctx, req)
-			require.NoError(t, err)
-			b.Release()
-			require.Empty(t, m.Indexes, "nothing stale, nothing twice, after the restart")
+		}
+		require.NoError(t, q.SetVersion(ctx, 5))
+		crash()
+		req := &persist.MetaRequest{Task: "train", BatchSize: 100, Fields: []string{persist.WeightVersionField},
+			Staleness: &persist.Staleness{Max: 1}}
+		b, m, err := q.Reader().GetBatch(ctx, req)
+		require.NoError(t, err)
+		rows, err := b.Rows()
+		b.Release()
+		require.NoError(t, err)
+		require.Len(t, rows, 8, "the records of versions 4 and 5: %v", m.Indexes)
+		for _, r := range rows {
+			require.GreaterOrEqual(t, r.Fields[persist.WeightVersionField], int64(4), "record %d is within the bound", r.Index)
+		}
+		crash()
+		stats, err := q.Stats(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 16, stats.StaleDropped, "the drops of the hand-out are durable")
+		consumed, err := q.Consumed(ctx, "train", persist.DefaultPartition)
+		require.NoError(t, err)
+		require.EqualValues(t, 24, consumed, "served and dropped records are consumed for the task")
+		b, m, err = q.Reader().GetBatch(ctx, req)
+		require.NoError(t, err)
+		b.Release()
+		require.Empty(t, m.Indexes, "nothing stale, nothing twice, after the restart")
 
-			// Back-pressure: at most 8 unconsumed records of task "bp" in partition "bp".
-			const part = "bp"
-			adm := func(block bool) *persist.Admission {
-				return &persist.Admission{Task: "bp", MaxUnconsumed: 8, MaxAhead: -1, Block: block, Timeout: 2 * time.Minute}
+		// Back-pressure: at most 8 unconsumed records of task "bp" in partition "bp".
+		const part = "bp"
+		adm := func(block bool) *persist.Admission {
+			return &persist.Admission{Task: "bp", MaxUnconsumed: 8, MaxAhead: -1, Block: block, Timeout: 2 * time.Minute}
+		}
+		put := func(id string, block bool, vals ...int64) ([]int64, error) {
+			recs := make([]persist.Record, len(vals))
+			for j, x := range vals {
+				recs[j] = persist.Record{"v": x}
 			}
-			put := func(id string, block bool, vals ...int64) ([]int64, error) {
-				recs := make([]persist.Record, len(vals))
-				for j, x := range vals {
-					recs[j] = persist.Record{"v": x}
-				}
-				return q.Store().PutPartition(ctx, part, recs, &persist.PutOpts{ID: id, Admission: adm(block)})
-			}
-			_, err = put(persist.NewPutID(), false, 0, 1, 2, 3, 4, 5, 6, 7)
-			require.NoError(t, err)
-			_, err = put(persist.NewPutID(), false, 8)
-			require.ErrorIs(t, err, persist.ErrQueueFull, "the buffer is full")
-			crash()
-			_, err = put(persist.NewPutID(), false, 8)
-			require.ErrorIs(t, err, persist.ErrQueueFull, "back-pressure holds after a restart")
+			return q.Store().PutPartition(ctx, part, recs, &persist.PutOpts{ID: id, Admission: adm(block)})
+		}
+		_, err = put(persist.NewPutID(), false, 0, 1, 2, 3, 4, 5, 6, 7)
+		require.NoError(t, err)
+		_, err = put(persist.NewPutID(), false, 8)
+		require.ErrorIs(t, err, persist.ErrQueueFull, "the buffer is full")
+		crash()
+		_, err = put(persist.NewPutID(), false, 8)
+		require.ErrorIs(t, err, persist.ErrQueueFull, "back-pressure holds after a restart")
 
-			// A producer held by the full buffer while the server is killed: the HTTP store
-			// repeats it by its put id while the server is away (or the client does, once
-			// those repeats ran out); it is admitted once the trainer consumes.
-			heldID := persist.NewPutID()
-			type result struct {
-				idx []int64
-				err error
-			}
-			held := make(chan result, 1)
-			go func() {
-				idx, err := put(heldID, true, 8, 9)
-				held <- result{idx, err}
-			}()
-			crash()
-			b, m, err = q.Reader().GetBatch(ctx, &persist.MetaRequest{Task: "bp", Partition: part, BatchSize: 8, Fields: []string{"v"}})
-			require.NoError(t, err)
-			b.Release()
-			require.Len(t, m.Indexes, 8, "the trainer takes the buffer")
-			var got result
-			select {
-			case got = <-held:
-			case <-ctx.Done():
-				t.Fatal("the held put never went through once the trainer consumed: back-pressure deadlocked after the restart")
-			}
-			if got.err != nil {
-				require.NotErrorIs(t, got.err, persist.ErrQueueFull, "the buffer has room")
-				got.idx, got.err = put(heldID, true, 8, 9)
-			}
-			require.NoError(t, got.err)
-			require.Len(t, got.idx, 2)
-			_, err = put(persist.NewPutID(), false, 10, 11, 12, 13, 14, 15)
-			require.NoError(t, err)
-			crash()
-			idx, err := put(heldID, false, 8, 9)
-			require.NoError(t, err, "a repeat of an admitted put is answered even while the buffer is full")
-			require.Equal(t, got.idx, idx, "a repeat of the admitted put answers its indexes")
-			consumed, err = q.Consumed(ctx, "bp", part)
-			require.NoError(t, err)
-			require.EqualValues(t, 8, consumed)
-			next, err := q.NextIndex(ctx)
-			require.NoError(t, err)
-			require.EqualValues(t, 24+8+2+6, next, "the held put was admitted once; the refused ones wrote nothing")
-		})
-	}
+		// A producer held by the full buffer while the server is killed: the HTTP store
+		// repeats it by its put id while the server is away (or the client does, once
+		// those repeats ran out); it is admitted once the trainer consumes.
+		heldID := persist.NewPutID()
+		type result struct {
+			idx []int64
+			err error
+		}
+		held := make(chan result, 1)
+		go func() {
+			idx, err := put(heldID, true, 8, 9)
+			held <- result{idx, err}
+		}()
+		crash()
+		b, m, err = q.Reader().GetBatch(ctx, &persist.MetaRequest{Task: "bp", Partition: part, BatchSize: 8, Fields: []string{"v"}})
+		require.NoError(t, err)
+		b.Release()
+		require.Len(t, m.Indexes, 8, "the trainer takes the buffer")
+		var got result
+		select {
+		case got = <-held:
+		case <-ctx.Done():
+			t.Fatal("the held put never went through once the trainer consumed: back-pressure deadlocked after the restart")
+		}
+		if got.err != nil {
+			require.NotErrorIs(t, got.err, persist.ErrQueueFull, "the buffer has room")
+			got.idx, got.err = put(heldID, true, 8, 9)
+		}
+		require.NoError(t, got.err)
+		require.Len(t, got.idx, 2)
+		_, err = put(persist.NewPutID(), false, 10, 11, 12, 13, 14, 15)
+		require.NoError(t, err)
+		crash()
+		idx, err := put(heldID, false, 8, 9)
+		require.NoError(t, err, "a repeat of an admitted put is answered even while the buffer is full")
+		require.Equal(t, got.idx, idx, "a repeat of the admitted put answers its indexes")
+		consumed, err = q.Consumed(ctx, "bp", part)
+		require.NoError(t, err)
+		require.EqualValues(t, 8, consumed)
+		next, err := q.NextIndex(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 24+8+2+6, next, "the held put was admitted once; the refused ones wrote nothing")
+	})
 }
 
 // catalogObjects lists the fragments the catalog names for queue rollouts of namespace
