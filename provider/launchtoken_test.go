@@ -40,6 +40,33 @@ func launchTokenOf(t *testing.T, r *rig, s *provider.Supervisor, logs *logBuffer
 	return launched[1], string(b)
 }
 
+// endLaunch stops launch id and waits until its worker is gone.
+func endLaunch(t *testing.T, r *rig, id string) {
+	t.Helper()
+	if err := r.local.Stop(t.Context(), id, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the worker ends", func() bool { return !slices.Contains(r.launches(), id) })
+}
+
+// tickTwice ticks s twice, a second apart: after a launch ended, the first List leaves it
+// out and the second confirms it, which revokes its token.
+func tickTwice(r *rig, s *provider.Supervisor) {
+	for range 2 {
+		r.clock.add(time.Second)
+		r.tick(s)
+	}
+}
+
+// requireRevoked fails t unless the worker's token (its secret) is stored and revoked;
+// by says by whom it should have been (appended to the failure).
+func requireRevoked(t *testing.T, r *rig, token, by string) {
+	t.Helper()
+	if tok, err := r.drv.TokenGet(t.Context(), plane.HashTokenSecret(token)); err != nil || tok.RevokedAt.IsZero() {
+		t.Fatalf("after its launch ended, the worker's token is %+v (%v), want revoked%s", tok, err, by)
+	}
+}
+
 // TestSupervisorLaunchGetsItsOwnToken: a launched worker runs its submitters' code
 // (shipped code, thunks), which can read its environment, so it must not hold the
 // supervisor's token, an admin token (of the server, or of the namespace). Each launch
@@ -73,17 +100,9 @@ func TestSupervisorLaunchGetsItsOwnToken(t *testing.T) {
 
 	// The launch ends (it crashed, or was stopped): its token is revoked at the tick whose
 	// List still leaves it out (TestSupervisorLaunchTokenSurvivesAListThatMissesIt).
-	if err := r.local.Stop(t.Context(), id, 0); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the worker ends", func() bool { return !slices.Contains(r.launches(), id) })
-	for range 2 {
-		r.clock.add(time.Second)
-		r.tick(s)
-	}
-	if tok, err = r.drv.TokenGet(t.Context(), plane.HashTokenSecret(token)); err != nil || tok.RevokedAt.IsZero() {
-		t.Fatalf("after its launch ended, the worker's token is %+v (%v), want revoked", tok, err)
-	}
+	endLaunch(t, r, id)
+	tickTwice(r, s)
+	requireRevoked(t, r, token, "")
 
 	// A policy that gives its workers a token of its own keeps it; nothing is minted.
 	_, token = launchTokenOf(t, r, s, logs, "chosen", map[string]string{"LAKESHORE_TOKEN": "operator-chosen-token"})
@@ -174,17 +193,9 @@ func TestSupervisorLaunchTokenSurvivesAListThatMissesIt(t *testing.T) {
 	}
 
 	// It really ends: revoked at the tick that finds it still gone.
-	if err := r.local.Stop(t.Context(), id, 0); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the worker ends", func() bool { return !slices.Contains(r.launches(), id) })
-	for range 2 {
-		r.clock.add(time.Second)
-		r.tick(s)
-	}
-	if tok, err := r.drv.TokenGet(t.Context(), plane.HashTokenSecret(token)); err != nil || tok.RevokedAt.IsZero() {
-		t.Fatalf("after its launch ended, the worker's token is %+v (%v), want revoked", tok, err)
-	}
+	endLaunch(t, r, id)
+	tickTwice(r, s)
+	requireRevoked(t, r, token, "")
 }
 
 // TestSupervisorEndedLogLineCutKeepsSecretsOut: a worker's last log line longer than what
@@ -261,17 +272,9 @@ func TestSupervisorAdoptingWithoutTokenRevokes(t *testing.T) {
 	if !strings.Contains(adoptingLogs.String(), "adopted a running launch") {
 		t.Fatalf("the second supervisor did not adopt the launch:\n%s", adoptingLogs.String())
 	}
-	if err := r.local.Stop(t.Context(), id, 0); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the worker ends", func() bool { return !slices.Contains(r.launches(), id) })
-	for range 2 {
-		r.clock.add(time.Second)
-		r.tick(adopting)
-	}
-	if tok, err := r.drv.TokenGet(t.Context(), plane.HashTokenSecret(token)); err != nil || tok.RevokedAt.IsZero() {
-		t.Fatalf("after its launch ended, the worker's token is %+v (%v), want revoked by the supervisor that adopted it", tok, err)
-	}
+	endLaunch(t, r, id)
+	tickTwice(r, adopting)
+	requireRevoked(t, r, token, " by the supervisor that adopted it")
 }
 
 // TestSupervisorLeaseLostStillRevokes: a supervisor that saw a launch end and then lost
@@ -285,16 +288,11 @@ func TestSupervisorLeaseLostStillRevokes(t *testing.T) {
 		c.WorkerEnv = map[string]string{"LAKESHORE_TOKEN": "supervisor-admin-token-1"}
 	})
 	id, token := launchTokenOf(t, r, first, logs, "handover", nil)
-	if err := r.local.Stop(t.Context(), id, 0); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the worker ends", func() bool { return !slices.Contains(r.launches(), id) })
+	endLaunch(t, r, id)
 	r.clock.add(time.Second)
 	r.tick(first) // its List leaves the launch out once
 	r.clock.add(time.Minute)
 	r.tick(r.supervisor(prometheus.NewRegistry(), &logBuffer{}, nil)) // takes the expired lease over
 	r.tick(first)                                                     // the lease is the other's now
-	if tok, err := r.drv.TokenGet(t.Context(), plane.HashTokenSecret(token)); err != nil || tok.RevokedAt.IsZero() {
-		t.Fatalf("after its launch ended, the worker's token is %+v (%v), want revoked", tok, err)
-	}
+	requireRevoked(t, r, token, "")
 }
