@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,41 +34,15 @@ import (
 // record, consumption or version is lost, nothing is written or handed out twice, and
 // no half-written record or fragment is ever visible.
 
-// dataServer is a `lakeshore serve` of data queues that can be SIGKILLed and started
-// again on the same address, so its clients (the HTTP store repeats what is safe to
-// repeat, puts by their put id) reach it again.
-type dataServer struct {
-	t      *testing.T
-	target string   // the plane's target
-	args   []string // the data store's flags
-	addr   string
-	p      *servedProcess
-}
+// dataServer is a killable `lakeshore serve` of data queues: its clients (the HTTP store
+// repeats what is safe to repeat, puts by their put id) reach it again after a restart.
+type dataServer struct{ *killable }
 
-// newDataServer starts `lakeshore serve --target target args…` on a loopback port it
-// then keeps.
+// newDataServer starts `lakeshore serve --target target args…` (the data store's flags) on
+// a loopback port it then keeps.
 func newDataServer(t *testing.T, target string, args ...string) *dataServer {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	d := &dataServer{t: t, target: target, args: args, addr: addr}
-	d.restart()
-	return d
-}
-
-// kill SIGKILLs the server and waits until it is gone.
-func (d *dataServer) kill() {
-	d.t.Helper()
-	require.NoError(d.t, d.p.cmd.Process.Signal(syscall.SIGKILL))
-	<-d.p.done
-}
-
-// restart starts the server again on its address.
-func (d *dataServer) restart() {
-	d.t.Helper()
-	d.p = startServe(d.t, d.target, append(slices.Clone(d.args), "--addr", d.addr)...)
+	return &dataServer{startKillable(t, target, args...)}
 }
 
 // open opens queue name through the server; it is closed when the test ends.

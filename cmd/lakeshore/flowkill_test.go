@@ -34,20 +34,22 @@ import (
 // the same address, so its clients and workers reach it again as they retry.
 type killable struct {
 	t      *testing.T
-	target string
+	target string   // the plane's target
+	args   []string // serve's other flags (a data store's)
 	addr   string
 	p      *servedProcess
 }
 
-// startKillable starts `lakeshore serve --target target` on a loopback port it then keeps.
-func startKillable(t *testing.T, target string) *killable {
+// startKillable starts `lakeshore serve --target target args…` on a loopback port it then
+// keeps.
+func startKillable(t *testing.T, target string, args ...string) *killable {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
-	k := &killable{t: t, target: target, addr: addr}
-	k.p = startServe(t, target, "--addr", addr)
+	k := &killable{t: t, target: target, args: args, addr: addr}
+	k.restart()
 	return k
 }
 
@@ -60,10 +62,10 @@ func (k *killable) kill() {
 	<-k.p.done
 }
 
-// restart starts the server again on its address and target.
+// restart starts the server again on its address, target and flags.
 func (k *killable) restart() {
 	k.t.Helper()
-	k.p = startServe(k.t, k.target, "--addr", k.addr)
+	k.p = startServe(k.t, k.target, append(slices.Clone(k.args), "--addr", k.addr)...)
 }
 
 // open opens a client of the server that keeps retrying while it is down.
