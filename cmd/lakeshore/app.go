@@ -155,10 +155,11 @@ func warnSecretArgs(args []string, stderr io.Writer) {
 		shown := plane.RedactURL(arg)
 		if shown == arg {
 			name, after, ok := strings.Cut(arg, "=")
-			if !ok || plane.RedactURL(after) == after {
+			redacted := plane.RedactURL(after)
+			if !ok || redacted == after {
 				continue
 			}
-			shown = name + "=" + plane.RedactURL(after)
+			shown = name + "=" + redacted
 		}
 		fmt.Fprintf(stderr, "lakeshore: warning: the argument %s holds a password, which every user of this machine can read "+
 			"in this process's command line (ps): give a PostgreSQL password through PGPASSWORD or ~/.pgpass and leave it out "+
