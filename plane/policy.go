@@ -355,6 +355,8 @@ type MaintenanceReport struct {
 	TopicsTrimmed int
 	// WorkersTrimmed are registrations of workers not seen within retention, deleted.
 	WorkersTrimmed int
+	// TokensTrimmed are tokens revoked or expired more than retention ago, deleted.
+	TokensTrimmed int
 	// SchedulesFired are the invocations schedules submitted (a fire whose key existed
 	// already counts too).
 	SchedulesFired int

@@ -105,6 +105,19 @@ func TrimWorkers(tx Tx, st *Statements, cutoff time.Time) (int, error) {
 	return int(n), nil
 }
 
+// TrimTokens deletes, in tx, the tokens revoked or expired before cutoff: a token that
+// stopped working more than the plane's retention ago is refused as an unknown one from
+// then on (401 either way), and leaves `lakeshore token list`. Without it every launch of a
+// provider supervisor (one token each, revoked when the launch ends: docs/providers.md)
+// added a row for ever.
+func TrimTokens(tx Tx, st *Statements, cutoff time.Time) (int, error) {
+	n, err := tx.Exec(st.TokenTrim, cutoff.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("trim tokens: %w", err)
+	}
+	return int(n), nil
+}
+
 // expiries are the rules of Maintenance.Expire's steps, in the order a pass runs them:
 // expired leases, overdue attempts, passed deadlines.
 var expiries = [...]Expiry{LeaseExpired, AttemptOverdue, DeadlinePassed}
@@ -113,8 +126,8 @@ var expiries = [...]Expiry{LeaseExpired, AttemptOverdue, DeadlinePassed}
 // are promoted in the same pass), due delayed invocations become claimable (once a pass),
 // expired leases, overdue attempts and passed deadlines end (expiries), settled key
 // counters are dropped, idle placement rows trimmed and, with a positive retention, the
-// terminal invocations, topics and worker registrations older than retention (at now)
-// trimmed. A step that
+// terminal invocations, topics, worker registrations and stopped tokens (revoked or expired)
+// older than retention (at now) trimmed. A step that
 // handles a full batch of batch rows runs again while again allows (sqliteplane's pass,
 // in one transaction, never repeats; pgplane's repeats within its budget). It reports what
 // the pass did. st is the plane's SQL, log where a schedule left unfired is reported, and
@@ -190,7 +203,10 @@ func MaintenancePass(m Maintenance, st *Statements, log *slog.Logger, settledKey
 		return r, err
 	}
 	err = m.Write("", func(t Tx) (err error) {
-		r.WorkersTrimmed, err = TrimWorkers(t, st, cutoff)
+		if r.WorkersTrimmed, err = TrimWorkers(t, st, cutoff); err != nil {
+			return err
+		}
+		r.TokensTrimmed, err = TrimTokens(t, st, cutoff)
 		return err
 	})
 	return r, err

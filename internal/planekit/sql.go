@@ -272,6 +272,8 @@ type Statements struct {
 	WorkerRemove string
 	// WorkerTrim: seen before (ms); deletes the workers silent since (TrimWorkers).
 	WorkerTrim string
+	// TokenTrim: a cutoff (ms); deletes the tokens revoked or expired before it (TrimTokens).
+	TokenTrim string
 	// WorkerRefresh: namespace, id, host, pid, queues, seen (ms), provider, launch id,
 	// running, idle since (ms), offers, warm host keys; the update of a registered
 	// worker's row (WorkerRegister's columns but its start), affecting none when the

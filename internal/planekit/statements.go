@@ -60,6 +60,7 @@ func (st *Statements) Common(dialect func(string) string) {
 	st.TokenGet = d(`SELECT ` + TokenColumns + ` FROM {s}.tokens WHERE hash = $1`)
 	st.TokenList = d(`SELECT ` + TokenColumns + ` FROM {s}.tokens ORDER BY created_ms, id`)
 	st.TokenRevoke = d(`UPDATE {s}.tokens SET revoked_ms = $1 WHERE id = $2`)
+	st.TokenTrim = d(`DELETE FROM {s}.tokens WHERE (revoked_ms > 0 AND revoked_ms < $1) OR (expires_ms > 0 AND expires_ms < $1)`)
 
 	st.KeyFree = d(`UPDATE {s}.invocations SET key = NULL WHERE id = $1`)
 	st.KeyLimitsDelete = d(`DELETE FROM {s}.concurrency_limits WHERE namespace = $1 AND queue = $2`)

@@ -89,6 +89,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Delayed", testDelayed},
 		{"List", testList},
 		{"Workers", testWorkers},
+		{"Tokens", testTokens},
 		{"Providers", testProviders},
 		{"Leases", testLeases},
 		{"Pause", testPause},

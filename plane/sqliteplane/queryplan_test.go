@@ -56,7 +56,10 @@ func TestQueryPlans(t *testing.T) {
 		// index; the pairs of a key; the trim's live probe, one index probe per row.
 		// Maintenance's look for settled keys' rows (migration 017): the rate-state index,
 		// never the row of every key with work.
-		"keys emptied":       kitStatements().KeysEmptied,
+		"keys emptied": kitStatements().KeysEmptied,
+		// Maintenance's trim of stopped tokens (migration 018): the revoked and expiring
+		// indexes, never every token.
+		"tokens stopped":     kitStatements().TokenTrim,
 		"warm head fifo":     warmHeadSQL("invocations_warm", "id"),
 		"warm head filo":     warmHeadSQL("invocations_warm", "id DESC"),
 		"warm head priority": warmHeadSQL("invocations_warm_priority", "priority DESC, id"),
@@ -77,10 +80,14 @@ func TestQueryPlans(t *testing.T) {
 		text := strings.Join(plan, "; ")
 		t.Logf("%s: %s", name, text)
 		require.NotContains(t, text, "TEMP B-TREE", "%s sorts rows: %s", name, text)
-		require.NotRegexp(t, `SCAN (invocations|frames|counts|concurrency_keys)\b`, text, "%s scans a table: %s", name, text)
+		require.NotRegexp(t, `SCAN (invocations|frames|counts|concurrency_keys|tokens)\b`, text, "%s scans a table: %s", name, text)
 		require.Contains(t, text, "SEARCH", "%s: %s", name, text)
 		if name == "keys emptied" {
 			require.Contains(t, text, "USING INDEX concurrency_keys_kept", "%s: %s", name, text)
+		}
+		if name == "tokens stopped" {
+			require.Contains(t, text, "USING INDEX tokens_revoked", "%s: %s", name, text)
+			require.Contains(t, text, "USING INDEX tokens_expiring", "%s: %s", name, text)
 		}
 		if strings.HasPrefix(name, "shape head") {
 			require.Contains(t, text, "USING INDEX invocations_shaped", "%s: %s", name, text)
