@@ -106,6 +106,13 @@ type ServeOpts struct {
 	// negative no cap; refused with an http(s) target as it is.
 	MaxTopicsPerQueue      int
 	MaxWorkersPerNamespace int
+	// Retention is how long the SQLite or PostgreSQL plane served keeps terminal
+	// invocations, idle topics, silent workers' registrations and stopped tokens before its
+	// maintenance deletes them (`--retention`; sqliteplane.Config and pgplane.Config
+	// Retention): 0 the plane's default (plane.RetentionDefault, 7 days), negative keeps
+	// them for ever. A postgres:// target's retention= parameter must agree with it; an
+	// http(s) target keeps its own server's, so a value other than 0 is refused with one.
+	Retention time.Duration
 	// MaxDataQueuesPerNamespace, MaxCodeBytesPerNamespace and MaxAdmissionBlocksPerNamespace
 	// are server.Config's per-namespace caps (`--max-data-queues-per-namespace`,
 	// `--max-code-bytes-per-namespace`, `--max-admission-blocks-per-namespace`): 0 the
@@ -167,6 +174,10 @@ func (o *ServeOpts) Validate() error {
 			return plane.Invalid("--"+c.flag, c.value,
 				"it applies to a SQLite or PostgreSQL --target; the server at "+plane.RedactURL(o.Target)+" applies its own cap")
 		}
+	}
+	if o.Retention != 0 && isHTTPTarget(o.Target) {
+		return plane.Invalid("--"+retentionFlag, o.Retention,
+			"it applies to a SQLite or PostgreSQL --target; the server at "+plane.RedactURL(o.Target)+" keeps its own retention")
 	}
 	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 || o.MaxLongPollsPerTenant < 0 ||
 		o.MaxOpenDataQueues < 0 || o.MaxDataQueuesPerTenant < 0 || o.DataQueueIdle < 0 {
@@ -269,9 +280,9 @@ func RunServe(ctx context.Context, o *ServeOpts, logger *slog.Logger, getenv fun
 	}
 	drv, err := lakeshore.OpenDriver(ctx, target, &lakeshore.Config{Logger: logger,
 		SQLite: &sqliteplane.Config{MaxSchedulesPerNamespace: o.MaxSchedulesPerNamespace,
-			MaxTopicsPerQueue: o.MaxTopicsPerQueue, MaxWorkersPerNamespace: o.MaxWorkersPerNamespace},
+			MaxTopicsPerQueue: o.MaxTopicsPerQueue, MaxWorkersPerNamespace: o.MaxWorkersPerNamespace, Retention: o.Retention},
 		Postgres: &pgplane.Config{MaxSchedulesPerNamespace: o.MaxSchedulesPerNamespace,
-			MaxTopicsPerQueue: o.MaxTopicsPerQueue, MaxWorkersPerNamespace: o.MaxWorkersPerNamespace}})
+			MaxTopicsPerQueue: o.MaxTopicsPerQueue, MaxWorkersPerNamespace: o.MaxWorkersPerNamespace, Retention: o.Retention}})
 	if err != nil {
 		return err
 	}
@@ -537,6 +548,9 @@ func isLocalIP(host string) bool {
 	return false
 }
 
+// retentionFlag is the name of serve's flag of ServeOpts.Retention.
+const retentionFlag = "retention"
+
 // The names of serve's flags of the per-namespace and per-queue caps:
 // ServeOpts.MaxSchedulesPerNamespace, MaxTopicsPerQueue and MaxWorkersPerNamespace (the
 // plane's; its errors name the last two), MaxDataQueuesPerNamespace,
@@ -573,6 +587,12 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 			o.LogRequests = a.verbose
 			logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			o.Target = cmp.Or(o.Target, a.target)
+			if !cmd.Flags().Changed(retentionFlag) {
+				o.Retention = 0 // the plane's default (or a postgres:// target's retention=), and no refusal with an http(s) target
+			} else if o.Retention == 0 {
+				return plane.Invalid("--"+retentionFlag, o.Retention, "use a non-zero duration, e.g. 6h or 168h (negative: keep for ever; default "+
+					plane.RetentionDefault.String()+")")
+			}
 			for _, c := range []struct {
 				flag, unit string
 				value      *int
@@ -630,6 +650,9 @@ SIGINT/SIGTERM shut it down gracefully; a second signal exits at once.`,
 	f.StringVar(&o.DataDir, "data-dir", "", "root of the data queues (default: $"+lakeshore.EnvHome+"/data)")
 	f.StringVar(&o.Data, "data", "", "serve the data queues from a distributed store instead of --data-dir: postgres://…?blob=<bucket URL>")
 	f.StringVar(&o.CodeStore, "code-store", "", "where shipped code archives are kept: a directory or a bucket URL (s3://bucket, file:///dir) (default: --data's bucket, else $"+lakeshore.EnvHome+"/code)")
+	f.DurationVar(&o.Retention, retentionFlag, plane.RetentionDefault, "how long the plane keeps finished jobs and their journals, "+
+		"idle topics, silent workers' registrations and revoked or expired tokens before maintenance deletes them "+
+		"(a SQLite or PostgreSQL --target; e.g. 6h; negative: keep for ever)")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", ShutdownTimeoutDefault, "bound on the graceful shutdown")
 	f.DurationVar(&o.LongPollMax, "long-poll-max", server.LongPollMaxDefault, "cap of one long-poll")
 	f.IntVar(&o.MaxLongPolls, "max-long-polls", server.MaxLongPollsDefault, "long-polls open at once before 503")

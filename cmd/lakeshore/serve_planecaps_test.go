@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -63,6 +64,45 @@ func TestServeTopicAndWorkerCaps(t *testing.T) {
 	} {
 		c := &cli{t: t, target: tc.target}
 		_, errs, code := c.run("", "serve", "--addr", "127.0.0.1:0", tc.flag, tc.value)
+		require.Equal(t, exitUsage, code, "%s %s: %s", tc.target, tc.value, errs)
+		require.Contains(t, errs, tc.says)
+	}
+	require.NoFileExists(t, db, "refused before the plane was opened")
+}
+
+// TestServeRetention: `serve --retention 1ms` gives the plane served that retention, so
+// maintenance (every 250 ms on SQLite) deletes a cancelled job soon after, and `get` then
+// answers not found; the queued job beside it is kept (retention trims terminal jobs only).
+// 0, or any value with an http(s) target, exits 2 before anything listens, naming the flag.
+// (The flag did not exist before: this test fails on the old code.)
+func TestServeRetention(t *testing.T) {
+	t.Parallel()
+	p := startServe(t, filepath.Join(t.TempDir(), "plane.db"), "--retention", "1ms")
+	c := &cli{t: t, target: p.url}
+	ended := c.ok("submit", "q", `"x"`)
+	kept := c.ok("submit", "q", `"y"`)
+	c.ok("cancel", ended)
+	deadline := time.Now().Add(time.Minute) // a bound on a failure, not a wait: the loop ends when the trim is seen
+	for {
+		_, errs, code := c.run("", "get", ended)
+		if code != 0 {
+			require.Contains(t, errs, "not found", "trimmed by retention")
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the cancelled job was never trimmed")
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Contains(t, c.ok("get", kept), "queued", "a queued job is not trimmed")
+
+	db := filepath.Join(t.TempDir(), "plane.db")
+	for _, tc := range []struct {
+		target, value, says string
+	}{
+		{db, "0", "invalid --retention 0s: use a non-zero duration, e.g. 6h or 168h (negative: keep for ever; default 168h0m0s)"},
+		{"http://127.0.0.1:9", "6h", "invalid --retention 6h0m0s: it applies to a SQLite or PostgreSQL --target"},
+	} {
+		c := &cli{t: t, target: tc.target}
+		_, errs, code := c.run("", "serve", "--addr", "127.0.0.1:0", "--retention", tc.value)
 		require.Equal(t, exitUsage, code, "%s %s: %s", tc.target, tc.value, errs)
 		require.Contains(t, errs, tc.says)
 	}
