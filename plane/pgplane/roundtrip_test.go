@@ -197,3 +197,70 @@ func BenchmarkRoundTrip(b *testing.B) {
 		require.NoError(b, d.pool.QueryRow(b.Context(), "SELECT 1").Scan(&one))
 	}
 }
+
+// TestByIDStatementsPlannedOnce checks that the statements that reach their rows only by
+// primary key through arrays (statements.generic: the settles' and starts' reads and
+// writes, the counters) run their connection's one generic plan, never a plan of their own
+// each time: the server's default (plan_cache_mode auto) planned each anew on every
+// execution (0.1 ms each, a third of a settle-and-claim's server time), for a custom plan
+// of a few ids looks cheaper than the generic plan's guess. And that the others keep the
+// default: the claim, whose plan the default chose generic here, is not forced.
+func TestByIDStatementsPlannedOnce(t *testing.T) {
+	pc, _, err := ParseURL(pgtest.Database(t), nil)
+	require.NoError(t, err)
+	pc.MaxConns = 1 // every call on one connection, whose prepared statements are read below
+	pool, err := pgxpool.NewWithConfig(t.Context(), pc)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	d, err := New(pool, &Config{MaintenanceInterval: time.Hour, PollOnly: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	ctx := t.Context()
+
+	// Past the 5 custom plans auto makes before it compares, behind enough rows for its
+	// generic plan's guess to look costlier than a custom plan of 4 ids.
+	const rounds, per, depth = 12, 4, 5000
+	ps := make([]plane.SubmitParams, depth)
+	for i := range ps {
+		ps[i].Payload = []byte{0xc0}
+	}
+	_, err = d.InvocationSubmitMany(ctx, &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: ps})
+	require.NoError(t, err)
+	claim := &plane.ClaimParams{Namespace: "default", Queue: "q", Max: per}
+	jobs, err := d.InvocationClaimMany(ctx, claim)
+	require.NoError(t, err)
+	for range rounds {
+		settle := make([]plane.SettleParams, len(jobs))
+		for i, j := range jobs {
+			settle[i] = plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded, Result: []byte{0xc0}}
+		}
+		var errs []error
+		errs, jobs, err = d.InvocationSettleAndClaim(ctx, settle, claim)
+		require.NoError(t, err)
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		require.Len(t, jobs, per)
+	}
+
+	plans := map[string][2]int64{} // statement text: generic, custom plans
+	rows, err := pool.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var sql string
+		var generic, custom int64
+		require.NoError(t, rows.Scan(&sql, &generic, &custom))
+		plans[sql] = [2]int64{generic, custom}
+	}
+	require.NoError(t, rows.Err())
+	for name, sql := range map[string]string{"headMany": d.sql.headMany, "setTerminalMany": d.sql.setTerminalMany,
+		"setRunning": d.sql.setRunning, "countsAdd": d.sql.countsAdd} {
+		p, ok := plans[sql]
+		require.True(t, ok, "%s not prepared", name)
+		require.Zero(t, p[1], "%s: custom plans (generic %d)", name, p[0])
+		require.NotZero(t, p[0], "%s: generic plans", name)
+	}
+	// The claim statement is not among them: the default mode decides its plans.
+	require.False(t, d.sql.generic[d.sql.claimFIFOFrom])
+	require.False(t, d.sql.generic[d.sql.promoteHolding])
+}
