@@ -32,8 +32,8 @@ type statements struct {
 	// placementTrim: per table, the table and planekit.PlacementTrimSQL's statements.
 	placementTrim  []planekit.PlacementTrim
 	deadlineCutoff string
-	// generic are the statements a transaction runs with plan_cache_mode =
-	// force_generic_plan (tx.planModes): those that reach their rows (invocations, their
+	// generic are the statements a transaction runs in the by-id plan mode (tx.planModes,
+	// byIDPlans: plan_cache_mode = force_generic_plan, enable_seqscan = off): those that reach their rows (invocations, their
 	// keys' counter rows, the counts) only by primary key through arrays (unnest, = ANY),
 	// whose best plan is the same whatever the arrays hold. PostgreSQL's default (auto) plans them anew on every execution, for its
 	// custom plan of a 4-element array looks cheaper than the generic plan's guess of 10

@@ -51,8 +51,8 @@ type tx struct {
 	// invocation rows of its settles, or whatever an earlier promote of it locked
 	// (promoted); its claims promote with promoteHolding.
 	holdsRows bool
-	// generic: the transaction's plan_cache_mode is force_generic_plan (SET LOCAL; the
-	// server's default when false), as planModes last set it.
+	// generic: the transaction is in the by-id plan mode (byIDPlans, SET LOCAL; the
+	// server's defaults when false), as planModes last set it.
 	generic bool
 	wakes   map[string]struct{}
 	// ends are the terminal writes not yet queued: they go out as one statement (one
@@ -315,28 +315,38 @@ func (t *tx) sendBatch(b *pgx.Batch) pgx.BatchResults {
 	return br
 }
 
-// Plan modes (tx.planModes): the SET LOCAL statements that switch a transaction's
-// plan_cache_mode to force_generic_plan and back to the server's default.
-const (
-	genericPlans = `set local plan_cache_mode = force_generic_plan`
-	defaultPlans = `set local plan_cache_mode = default`
+// Plan modes (tx.planModes): the SET LOCAL statements that switch a transaction to the
+// by-id mode and back to the server's defaults. By id: plan_cache_mode =
+// force_generic_plan, so that the connection plans each statement once, and
+// enable_seqscan = off, so that the plan it keeps probes the primary key however few rows
+// the table held when it was made: a generic plan made while the table is empty (a new
+// database; PostgreSQL then guesses 10 pages) reads it whole, and is kept until the
+// table's next analyze, which may be minutes away while it grows (TestByIDPlansProbeKeys).
+var (
+	byIDPlans    = []string{`set local plan_cache_mode = force_generic_plan`, `set local enable_seqscan = off`}
+	defaultPlans = []string{`set local plan_cache_mode = default`, `set local enable_seqscan = default`}
 )
 
 // planNeutral are the statements that plan nothing, whatever the plan mode: they never
 // switch it.
-var planNeutral = map[string]bool{"begin": true, "commit": true, genericPlans: true, defaultPlans: true,
-	setSyncOff: true}
+var planNeutral = map[string]bool{"begin": true, "commit": true, setSyncOff: true}
+
+func init() {
+	for _, sql := range append(append([]string(nil), byIDPlans...), defaultPlans...) {
+		planNeutral[sql] = true
+	}
+}
 
 // planModes returns writes, the statements going out ahead of next in one pipeline, with
-// a SET LOCAL of the plan mode in front of each that needs another mode than the one
-// before it (statements.generic: force_generic_plan; any other: the default), and one at
+// the SET LOCALs of the plan mode in front of each that needs another mode than the one
+// before it (statements.generic: byIDPlans; any other: defaultPlans), and those at
 // the end for next's first statement that plans. The statements of next go out in the
 // mode of its first (their answers are its caller's to read, in order, with nothing
 // between them); none of them switches it. The mode lasts until the transaction ends
 // (SET LOCAL): a claim whose promote goes out alone (queuePromote: BEGIN … COMMIT, BEGIN
 // inside next) is its transaction's first statement, sent in the default mode, which the
-// new transaction keeps. A switch is one more statement in a pipeline already going out:
-// no round trip.
+// new transaction keeps. A switch is two statements more in a pipeline already going
+// out: no round trip.
 func (t *tx) planModes(writes, next []*pgx.QueuedQuery) []*pgx.QueuedQuery {
 	var out []*pgx.QueuedQuery
 	plans := func(q *pgx.QueuedQuery) bool { // switching the mode for q first if it needs
@@ -344,7 +354,13 @@ func (t *tx) planModes(writes, next []*pgx.QueuedQuery) []*pgx.QueuedQuery {
 			return false
 		}
 		if want := t.d.sql.generic[q.SQL]; want != t.generic {
-			out = append(out, &pgx.QueuedQuery{SQL: map[bool]string{true: genericPlans, false: defaultPlans}[want]})
+			set := defaultPlans
+			if want {
+				set = byIDPlans
+			}
+			for _, sql := range set {
+				out = append(out, &pgx.QueuedQuery{SQL: sql})
+			}
 			t.generic = want
 		}
 		return true
