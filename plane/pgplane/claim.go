@@ -222,6 +222,10 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 	return nil
 }
 
+// setSyncOff makes the commit of the transaction it is sent in return before its WAL is
+// flushed (queuePromote).
+const setSyncOff = `set local synchronous_commit = off`
+
 // queuePromote queues the claim's promote (promote: the statement) at the head of b, and
 // reports whether it goes out alone: in a transaction of its own, committed before the
 // claim's transaction begins, in the same round trip (BEGIN, promote, COMMIT, BEGIN, the
@@ -244,7 +248,7 @@ func (t *tx) queuePromote(b *pgx.Batch, namespace, queue string) (alone bool) {
 	t.takeWrites()
 	alone = !t.begun && len(t.ahead) == 0 && !t.holdsRows
 	if alone {
-		b.Queue(`set local synchronous_commit = off`)
+		b.Queue(setSyncOff)
 	}
 	b.Queue(t.promote(), namespace, queue, t.ms)
 	if alone {

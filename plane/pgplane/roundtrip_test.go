@@ -3,11 +3,13 @@ package pgplane
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -196,4 +198,134 @@ func BenchmarkRoundTrip(b *testing.B) {
 	for range b.N {
 		require.NoError(b, d.pool.QueryRow(b.Context(), "SELECT 1").Scan(&one))
 	}
+}
+
+// TestByIDStatementsPlannedOnce checks that the statements that reach their rows only by
+// primary key through arrays (statements.generic: the settles' and starts' reads and
+// writes, the counters) run their connection's one generic plan, never a plan of their own
+// each time: the server's default (plan_cache_mode auto) planned each anew on every
+// execution (0.1 ms each, a third of a settle-and-claim's server time), for a custom plan
+// of a few ids looks cheaper than the generic plan's guess. And that the others keep the
+// default: the claim, whose plan the default chose generic here, is not forced.
+func TestByIDStatementsPlannedOnce(t *testing.T) {
+	d, pool := oneConnDriver(t)
+	ctx := t.Context()
+	// Past the 5 custom plans auto makes before it compares, behind enough rows for its
+	// generic plan's guess to look costlier than a custom plan of 4 ids.
+	const rounds, per, depth = 12, 4, 5000
+	submitN(t, d, depth)
+	claim := &plane.ClaimParams{Namespace: "default", Queue: "q", Max: per}
+	jobs, err := d.InvocationClaimMany(ctx, claim)
+	require.NoError(t, err)
+	for range rounds {
+		jobs = settleAndClaim(t, d, jobs, claim)
+		require.Len(t, jobs, per)
+	}
+
+	plans := map[string][2]int64{} // statement text: generic, custom plans
+	rows, err := pool.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var sql string
+		var generic, custom int64
+		require.NoError(t, rows.Scan(&sql, &generic, &custom))
+		plans[sql] = [2]int64{generic, custom}
+	}
+	require.NoError(t, rows.Err())
+	for name, sql := range map[string]string{"headMany": d.sql.headMany, "setTerminalMany": d.sql.setTerminalMany,
+		"setRunning": d.sql.setRunning, "countsAdd": d.sql.countsAdd} {
+		p, ok := plans[sql]
+		require.True(t, ok, "%s not prepared", name)
+		require.Zero(t, p[1], "%s: custom plans (generic %d)", name, p[0])
+		require.NotZero(t, p[0], "%s: generic plans", name)
+	}
+	// The claim statement is not among them: the default mode decides its plans.
+	require.False(t, d.sql.generic[d.sql.claimFIFOFrom])
+	require.False(t, d.sql.generic[d.sql.promoteHolding])
+}
+
+// TestByIDPlansProbeKeys checks that the one plan a connection keeps for a by-id
+// statement, made while the table was empty, probes the primary key: with
+// plan_cache_mode = force_generic_plan alone, PostgreSQL planned headMany on an empty
+// table (guessed at 10 pages) as a sequential scan and kept that plan while the table
+// grew, until its next analyze (autovacuum looks every minute): every settle then read the
+// whole table. The by-id mode turns enable_seqscan off too (byIDPlans).
+func TestByIDPlansProbeKeys(t *testing.T) {
+	d, pool := oneConnDriver(t)
+	ctx := t.Context()
+	claim := &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 4}
+	submitN(t, d, 8)
+	jobs, err := d.InvocationClaimMany(ctx, claim)
+	require.NoError(t, err)
+	jobs = settleAndClaim(t, d, jobs, claim) // the plans made: the table holds 8 rows
+	require.Len(t, jobs, 4)
+	submitN(t, d, 5000)
+
+	// The cached generic plan of each statement, read on the connection that made it (the
+	// session's plan_cache_mode set for EXPLAIN EXECUTE to take the generic plan).
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "set plan_cache_mode = force_generic_plan")
+	require.NoError(t, err)
+	defer func() { _, _ = conn.Exec(context.Background(), "reset plan_cache_mode") }()
+	for name, c := range map[string]struct{ sql, args string }{
+		"headMany":        {d.sql.headMany, `('{a,b}')`},
+		"setRunning":      {d.sql.setRunning, `(1, '{a,b}', '{a,b}', '{1,2}', '{a,b}')`},
+		"setTerminalMany": {d.sql.setTerminalMany, `(1, '{a,b}', '{2,2}', '{NULL,NULL}', '{NULL,NULL}')`},
+	} {
+		var stmt string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement = $1`, c.sql).Scan(&stmt), name)
+		rows, err := conn.Query(ctx, "EXPLAIN EXECUTE "+stmt+c.args, pgx.QueryExecModeSimpleProtocol)
+		require.NoError(t, err, name)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err, name)
+		plan := strings.Join(lines, "\n")
+		require.NotContains(t, plan, "Seq Scan on invocations", "%s:\n%s", name, plan)
+		require.NotContains(t, plan, "Hash Join", "%s:\n%s", name, plan)
+		require.Contains(t, plan, "invocations_pkey", "%s:\n%s", name, plan)
+	}
+}
+
+// oneConnDriver opens a driver on a new database whose pool holds one connection, so
+// that every call runs on it and its prepared statements can be read; polling only, no
+// maintenance beat.
+func oneConnDriver(t *testing.T) (*Driver, *pgxpool.Pool) {
+	t.Helper()
+	pc, _, err := ParseURL(pgtest.Database(t), nil)
+	require.NoError(t, err)
+	pc.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(t.Context(), pc)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	d, err := New(pool, &Config{MaintenanceInterval: time.Hour, PollOnly: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	return d, pool
+}
+
+// submitN submits n jobs to default/q.
+func submitN(t *testing.T, d *Driver, n int) {
+	t.Helper()
+	ps := make([]plane.SubmitParams, n)
+	for i := range ps {
+		ps[i].Payload = []byte{0xc0}
+	}
+	_, err := d.InvocationSubmitMany(t.Context(), &plane.SubmitManyParams{Namespace: "default", Queue: "q", Invocations: ps})
+	require.NoError(t, err)
+}
+
+// settleAndClaim acks jobs and claims with claim in one call, and returns the jobs claimed.
+func settleAndClaim(t *testing.T, d *Driver, jobs []*plane.Job, claim *plane.ClaimParams) []*plane.Job {
+	t.Helper()
+	settle := make([]plane.SettleParams, len(jobs))
+	for i, j := range jobs {
+		settle[i] = plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeSucceeded, Result: []byte{0xc0}}
+	}
+	errs, next, err := d.InvocationSettleAndClaim(t.Context(), settle, claim)
+	require.NoError(t, err)
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	return next
 }

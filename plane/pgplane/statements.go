@@ -32,6 +32,16 @@ type statements struct {
 	// placementTrim: per table, the table and planekit.PlacementTrimSQL's statements.
 	placementTrim  []planekit.PlacementTrim
 	deadlineCutoff string
+	// generic are the statements a transaction runs in the by-id plan mode (tx.planModes,
+	// byIDPlans: plan_cache_mode = force_generic_plan, enable_seqscan = off): those that reach their rows (invocations, their
+	// keys' counter rows, the counts) only by primary key through arrays (unnest, = ANY),
+	// whose best plan is the same whatever the arrays hold. PostgreSQL's default (auto) plans them anew on every execution, for its
+	// custom plan of a 4-element array looks cheaper than the generic plan's guess of 10
+	// or 100 elements: about 0.1 ms of planning each, 0.29 ms of a settle-and-claim of 4
+	// whose three statements execute in 0.32 ms (docs/benchmarks-pg.md, branch pg8w22).
+	// Every other statement keeps the default: the plans of the claims, promotes and
+	// maintenance scans depend on their parameters' values.
+	generic map[string]bool
 }
 
 // setRunningFrom is the start of claimed rows up to its WHERE: a new attempt at $1 of each
@@ -372,6 +382,11 @@ func newStatements(schema string) statements {
 			ON CONFLICT (name) DO UPDATE SET holder = $1, expires_at = now() + make_interval(secs => $2)
 			WHERE l.holder = $1 OR l.expires_at < now() RETURNING holder`),
 		leaderRelease: s(`DELETE FROM {s}.leases WHERE name = 'maintenance' AND holder = $1`),
+	}
+	st.generic = map[string]bool{}
+	for _, sql := range []string{st.headMany, st.setRunning, st.setRunningKeyed, st.setTerminalMany,
+		st.setTerminalManyKeyed, st.countsAdd} {
+		st.generic[sql] = true
 	}
 	return st
 }

@@ -51,7 +51,10 @@ type tx struct {
 	// invocation rows of its settles, or whatever an earlier promote of it locked
 	// (promoted); its claims promote with promoteHolding.
 	holdsRows bool
-	wakes     map[string]struct{}
+	// generic: the transaction is in the by-id plan mode (byIDPlans, SET LOCAL; the
+	// server's defaults when false), as planModes last set it.
+	generic bool
+	wakes   map[string]struct{}
 	// ends are the terminal writes not yet queued: they go out as one statement (one
 	// UPDATE from arrays for every invocation the transaction ends), queued before the next
 	// write or read so that writes keep their order.
@@ -286,7 +289,8 @@ func (t *tx) sendBatch(b *pgx.Batch) pgx.BatchResults {
 		t.begun = true
 	}
 	writes := t.ahead
-	ahead = append(ahead, writes...)
+	generic := t.generic
+	ahead = append(ahead, t.planModes(writes, b.QueuedQueries)...)
 	t.ahead = nil
 	if len(ahead) == 0 {
 		return t.conn.SendBatch(t.ctx, b)
@@ -303,11 +307,80 @@ func (t *tx) sendBatch(b *pgx.Batch) pgx.BatchResults {
 			if begins && t.conn.Conn().PgConn().TxStatus() == 'I' {
 				t.begun = false
 				t.ahead = append(writes, t.ahead...)
+				t.generic = generic
 			}
 			return pgx.FailedBatchResults(b, err)
 		}
 	}
 	return br
+}
+
+// Plan modes (tx.planModes): the SET LOCAL statements that switch a transaction to the
+// by-id mode and back to the server's defaults. By id: plan_cache_mode =
+// force_generic_plan, so that the connection plans each statement once, and
+// enable_seqscan = off, so that the plan it keeps probes the primary key however few rows
+// the table held when it was made: a generic plan made while the table is empty (a new
+// database; PostgreSQL then guesses 10 pages) reads it whole, and is kept until the
+// table's next analyze, which may be minutes away while it grows (TestByIDPlansProbeKeys).
+var (
+	byIDPlans    = []string{`set local plan_cache_mode = force_generic_plan`, `set local enable_seqscan = off`}
+	defaultPlans = []string{`set local plan_cache_mode = default`, `set local enable_seqscan = default`}
+)
+
+// planNeutral are the statements that plan nothing, whatever the plan mode: they never
+// switch it.
+var planNeutral = map[string]bool{"begin": true, "commit": true, setSyncOff: true}
+
+func init() {
+	for _, sql := range append(append([]string(nil), byIDPlans...), defaultPlans...) {
+		planNeutral[sql] = true
+	}
+}
+
+// planModes returns writes, the statements going out ahead of next in one pipeline, with
+// the SET LOCALs of the plan mode in front of each that needs another mode than the one
+// before it (statements.generic: byIDPlans; any other: defaultPlans), and those at
+// the end for next's first statement that plans. The statements of next go out in the
+// mode of its first (their answers are its caller's to read, in order, with nothing
+// between them); none of them switches it. The mode lasts until the transaction ends
+// (SET LOCAL): a claim whose promote goes out alone (queuePromote: BEGIN … COMMIT, BEGIN
+// inside next) is its transaction's first statement, sent in the default mode, which the
+// new transaction keeps. A switch is two statements more in a pipeline already going
+// out: no round trip.
+func (t *tx) planModes(writes, next []*pgx.QueuedQuery) []*pgx.QueuedQuery {
+	var out []*pgx.QueuedQuery
+	plans := func(q *pgx.QueuedQuery) bool { // switching the mode for q first if it needs
+		if planNeutral[q.SQL] {
+			return false
+		}
+		if want := t.d.sql.generic[q.SQL]; want != t.generic {
+			set := defaultPlans
+			if want {
+				set = byIDPlans
+			}
+			for _, sql := range set {
+				out = append(out, &pgx.QueuedQuery{SQL: sql})
+			}
+			t.generic = want
+		}
+		return true
+	}
+	for _, q := range writes {
+		plans(q)
+		out = append(out, q)
+	}
+	for _, q := range next {
+		if plans(q) {
+			break
+		}
+	}
+	return out
+}
+
+// switchesPlans reports whether sql, sent next, needs the transaction's plan mode switched
+// first (planModes).
+func (t *tx) switchesPlans(sql string) bool {
+	return !planNeutral[sql] && t.d.sql.generic[sql] != t.generic
 }
 
 // pending reports statements that must go out before the next one sent (sendBatch).
@@ -329,7 +402,7 @@ func (t *tx) changesCounter(h *head, byTrigger bool) {
 // query sends sql in the transaction (with what must go before it: sendBatch) and
 // returns its rows.
 func (t *tx) query(sql string, args ...any) (pgx.Rows, error) {
-	if !t.pending() {
+	if !t.pending() && !t.switchesPlans(sql) {
 		return t.conn.Query(t.ctx, sql, args...)
 	}
 	b := &pgx.Batch{}
@@ -345,7 +418,7 @@ func (t *tx) query(sql string, args ...any) (pgx.Rows, error) {
 
 // queryRow is query for one row, as pgx's QueryRow: no row is pgx.ErrNoRows.
 func (t *tx) queryRow(sql string, args ...any) pgx.Row {
-	if !t.pending() {
+	if !t.pending() && !t.switchesPlans(sql) {
 		return t.conn.QueryRow(t.ctx, sql, args...)
 	}
 	rows, err := t.query(sql, args...)
@@ -355,7 +428,7 @@ func (t *tx) queryRow(sql string, args ...any) pgx.Row {
 // execNow sends sql in the transaction now (with what must go before it: sendBatch) and
 // returns its command tag.
 func (t *tx) execNow(sql string, args ...any) (pgconn.CommandTag, error) {
-	if !t.pending() {
+	if !t.pending() && !t.switchesPlans(sql) {
 		return t.conn.Exec(t.ctx, sql, args...)
 	}
 	b := &pgx.Batch{}
