@@ -49,7 +49,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -864,6 +864,10 @@ class Queue:
         # repeat with the first put's indexes instead of appending twice. A batch the server
         # refused (a 4xx: it wrote nothing) is never among them.
         self._unsent: list[tuple[str, list[bytes], str]] = []
+        # The put id of each new batch, in the order sent: random by default; lakeshore.rl
+        # makes a rollout job's ids from the job's id and the batch's number, so that a
+        # retried attempt's batches repeat the ids of the ones an earlier attempt wrote.
+        self._next_put_id: Callable[[], str] = _put_id
         # A refusal the background auto-flush met: raised by the next flush().
         self._refused: errors.DispatchError | None = None
         self._buffer_lock = asyncio.Lock()
@@ -1160,7 +1164,7 @@ class Queue:
             for part, rec in buf:
                 by_part.setdefault(part, []).append(rec)
             batches = self._unsent + [
-                (part, chunk, _put_id()) for part, recs in by_part.items() for chunk in _chunks(recs)
+                (part, chunk, self._next_put_id()) for part, recs in by_part.items() for chunk in _chunks(recs)
             ]
             self._unsent = []
         indexes: list[int] = []

@@ -47,6 +47,7 @@ import asyncio
 import dataclasses
 import functools
 import inspect
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -58,7 +59,7 @@ from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import Envelope
 from lakeshore.queue import Queue as JobQueue
 from lakeshore.scopes import Scope
-from lakeshore.worker import UDF, JobStopped, udf
+from lakeshore.worker import UDF, JobStopped, _running_job, udf
 
 __all__ = ["Policy", "Weights", "rollout", "RolloutPool"]
 
@@ -197,8 +198,13 @@ def rollout(
 
     ``queue`` (default: the function's name), ``dispatch`` (default: the process default,
     for the jobs and the data queue alike), ``max_attempts``, ``attempt_timeout`` and
-    ``lease_ttl`` are :func:`lakeshore.udf`'s. A retried job runs ``fn`` again: its records
-    of the failed attempt that were put stay (an RL buffer takes them as more samples).
+    ``lease_ttl`` are :func:`lakeshore.udf`'s. A retried job runs ``fn`` again, but writes
+    no record twice: put number ``k`` of every attempt carries the put id
+    ``rollout.{job id}.{k}``, so a put an earlier attempt committed (its worker killed
+    before the ack) is answered with its indexes, not written again; a repeat of another
+    record count (an ``fn`` whose output varies) is refused by the server and taken as
+    done, the earlier attempt's records standing. Put ids are kept 10 minutes
+    (``PutIDRetention``): a later retry writes again.
 
     Raises:
         InvalidError: a ``fn`` that is not a generator function, or one without a first
@@ -258,6 +264,15 @@ def rollout(
                 partition_id=partition_id,
                 backpressure=held,
             )
+            job = _running_job.get()
+            if job is not None:
+                # Batch k of every attempt of this job has the put id rollout.{job id}.{k}:
+                # a batch an earlier attempt wrote (its worker killed after the put, or
+                # its fn raising after a flush_every put) is answered with its indexes,
+                # not written again.
+                numbers = itertools.count()
+                job_id = job.id
+                dq._next_put_id = lambda: f"rollout.{job_id}.{next(numbers)}"
             policy = await _refresh(Weights(dq, scope, weights_key))
             n = 0
 
@@ -266,6 +281,9 @@ def rollout(
                     await dq.put(record, weight_version=policy.version)
                 except errors.QueueFullError:
                     pass  # buffered (with its put id): the next send goes again
+                except errors.InvalidError as e:
+                    if not _written_before(e):
+                        raise
 
             gen: Any = f(policy, **kwargs)
             if inspect.isasyncgen(gen):
@@ -285,6 +303,10 @@ def rollout(
                     # Held by the trainer's unconsumed records (a blocking put's timeout, or
                     # a rejecting one): the records stay buffered; ask again shortly.
                     await asyncio.sleep(0.05)
+                except errors.InvalidError as e:
+                    if not _written_before(e):
+                        raise
+                    # That batch was dropped; the next flush sends the rest.
             return {"records": n, "weight_version": policy.version}
 
         @functools.wraps(f)
@@ -307,6 +329,13 @@ def rollout(
         return bound
 
     return bind(fn) if fn is not None else bind
+
+
+def _written_before(e: errors.InvalidError) -> bool:
+    """Whether a rollout's put was refused because an earlier attempt of its job wrote a
+    batch of another size under the same put id (a fn whose records vary between
+    attempts): that batch stands, and this attempt's batch of that number is not written."""
+    return e.field == "put_id"
 
 
 class RolloutPool:
