@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -156,12 +157,16 @@ func closeData(c *cobra.Command, q *persist.Queue, err error) error {
 	return err
 }
 
+// maxPutIDPrefix bounds `data put --put-id`: batch k's id is ID.k, and a put id is at
+// most 128 bytes (persist.CheckPutID), which leaves room for 10 digits of k.
+const maxPutIDPrefix = 128 - 11
+
 // maxPutLine bounds a line of `data put`: twice a record's bound, as JSON may spell a
 // record longer than its encoding.
 const maxPutLine = 2 * persist.MaxRecordBytes
 
 func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
-	var partition string
+	var partition, putID string
 	var batch int
 	cmd := &cobra.Command{
 		Use:   "put QUEUE",
@@ -174,6 +179,9 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			if err := persist.CheckName("partition", partition); err != nil {
 				return err
 			}
+			if putID != "" && (persist.CheckPutID(putID) != nil || len(putID) > maxPutIDPrefix) {
+				return plane.Invalid("--put-id", putID, fmt.Sprintf("1–%d bytes of [A-Za-z0-9._:-] (batch k is put with the id ID.k)", maxPutIDPrefix))
+			}
 			// The queue is opened at the first batch, once it is read, and created only
 			// when that batch passes the checks every store makes (filestore.CheckPut), so
 			// that a refused put creates nothing, as the server's put routes.
@@ -183,6 +191,7 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 				sc.Buffer(make([]byte, 1<<20), maxPutLine)
 				var recs []persist.Record
 				var idx []int64
+				batches := 0
 				flush := func() error {
 					if len(recs) == 0 {
 						return nil
@@ -193,7 +202,14 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 							return err
 						}
 					}
-					got, err := q.PutPartition(c.Context(), partition, recs)
+					var got []int64
+					var err error
+					if putID != "" {
+						got, err = q.PutPartitionOnce(c.Context(), putID+"."+strconv.Itoa(batches), partition, recs)
+					} else {
+						got, err = q.PutPartition(c.Context(), partition, recs)
+					}
+					batches++
 					if err != nil {
 						return err
 					}
@@ -252,6 +268,7 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			return closeData(c, q, err)
 		},
 	}
+	cmd.Flags().StringVar(&putID, "put-id", "", "idempotency id: batch k is put with the id ID.k, and a repeat with the same ID (a retried job) answers the first put's indexes and writes nothing (kept 10 min)")
 	cmd.Flags().StringVar(&partition, "partition", persist.DefaultPartition, "partition of the records")
 	cmd.Flags().IntVar(&batch, "batch", 1000, "records per atomic put")
 	return cmd
@@ -371,11 +388,24 @@ func newDataVersionCmd(a *app, o *dataOpts) *cobra.Command {
 		Long: `Prints the data queue's current weight version: the version the trainer published last
 (Weights.publish, set_version), against which staleness-bounded reads judge records and
 --max-ahead back-pressure holds producers. --set N advances it to N, as a trainer's
-set_version does: the same version again changes nothing, a lower one is refused (exit 2).`,
+set_version does: the same version again changes nothing, a lower one is refused (exit 2).
+A queue that does not exist yet is at version 0 (said on stderr; the read creates nothing);
+--set creates it, as set_version does.`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return a.withData(c, o, args[0], func(q *persist.Queue) error {
-				if c.Flags().Changed("set") {
+			show := func(v int64) error {
+				if a.json {
+					return a.printJSON(map[string]any{"version": v})
+				}
+				_, err := fmt.Fprintln(a.stdout, v)
+				return err
+			}
+			// --set creates the queue, as POST D/version and the SDKs' set_version do; a
+			// read creates nothing, and a queue that does not exist yet is at version 0,
+			// as GET D/version and the SDKs' version() answer.
+			setting := c.Flags().Changed("set")
+			err := a.withDataQueue(c, o, args[0], setting, func(q *persist.Queue) error {
+				if setting {
 					if err := q.SetVersion(c.Context(), set); err != nil {
 						return err
 					}
@@ -384,12 +414,14 @@ set_version does: the same version again changes nothing, a lower one is refused
 				if err != nil {
 					return err
 				}
-				if a.json {
-					return a.printJSON(map[string]any{"version": v})
-				}
-				_, err = fmt.Fprintln(a.stdout, v)
-				return err
+				return show(v)
 			})
+			if !setting && errors.Is(err, persist.ErrNotFound) {
+				ns := cmp.Or(a.namespace, os.Getenv(lakeshore.EnvNamespace), lakeshore.NamespaceDefault)
+				fmt.Fprintf(a.stderr, "lakeshore: data queue %s does not exist in namespace %s yet: version 0 (its first put or version --set creates it)\n", args[0], ns)
+				return show(0)
+			}
+			return err
 		},
 	}
 	cmd.Flags().Int64Var(&set, "set", 0, "advance the current version to this (≥ the current one)")
