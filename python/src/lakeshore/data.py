@@ -541,6 +541,19 @@ def _integer(name: str, v: Any) -> int:
     return int(v)
 
 
+def _version(name: str, v: Any) -> int:
+    """``v`` as a weight version for the argument ``name``: an integer (numpy's too: a
+    batch's weight_version column holds numpy integers) in [0, 2^63), never a bool or a
+    float silently truncated. The one check of every version argument (put, put_batch,
+    put_partial, patch_partial, set_version, lakeshore.rl's Weights). Raises InvalidError
+    naming ``name``."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= int(v) < 1 << 63:
+        raise errors.InvalidError(
+            f"invalid {name} {v!r}: want an integer ≥ 0 and below 2^63", field=name, value=v, rule="0 ≤ v < 2^63"
+        )
+    return int(v)
+
+
 def _refused(e: errors.DispatchError) -> bool:
     """Whether the server answered ``e`` as a refusal (a 4xx: nothing of the request was
     written and a repeat would be refused again), not an answer that was lost (no status: a
@@ -1009,13 +1022,8 @@ class Queue:
         part = partition_id or self.partition_id
         tags: dict[str, int] = {}
         for name, v in ((WEIGHT_VERSION, weight_version), (TARGET_WEIGHT_VERSION, target_weight_version)):
-            if v is None:
-                continue
-            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 63:
-                raise errors.InvalidError(
-                    f"invalid {name} {v!r}: want an integer ≥ 0 and below 2^63", field=name, value=v, rule="0 ≤ v < 2^63"
-                )
-            tags[name] = v
+            if v is not None:
+                tags[name] = _version(name, v)
         encoded = []
         for i, r in enumerate(records):
             if type(r) is not dict:
@@ -1067,10 +1075,7 @@ class Queue:
                 requests, and a later one was refused — then the error's
                 ``written_indexes`` lists the records the earlier ones wrote (any other
                 error after the first request says the same)."""
-        if not isinstance(weight_version, int) or isinstance(weight_version, bool) or weight_version < 0:
-            raise errors.InvalidError(
-                f"invalid weight_version {weight_version!r}: want an integer ≥ 0", field=WEIGHT_VERSION, value=weight_version, rule="≥ 0"
-            )
+        weight_version = _version(WEIGHT_VERSION, weight_version)
         tags: dict[str, Any] = {WEIGHT_VERSION: weight_version, LAST_WEIGHT_VERSION: weight_version, SEGMENT_VERSIONS: [weight_version]}
         if complete:
             tags[COMPLETE] = True
@@ -1121,7 +1126,7 @@ class Queue:
         body: dict[str, Any] = {
             "partition": partition_id or self.partition_id,
             "indexes": [int(i) for i in global_indexes],
-            "weight_version": int(weight_version),
+            "weight_version": _version(WEIGHT_VERSION, weight_version),
             "complete": bool(complete),
         }
         if records is not None:
@@ -1417,11 +1422,7 @@ class Queue:
         Raises:
             InvalidError: a version that is not an integer in [0, 2^63), or below the
                 current one."""
-        v = _integer("version", version)
-        if not 0 <= v < 1 << 63:
-            raise errors.InvalidError(
-                f"invalid version {version!r}: want an integer ≥ 0 and below 2^63", field="version", value=version, rule="0 ≤ version < 2^63"
-            )
+        v = _version("version", version)
         await self._call("POST", "/version", body={"version": v}, retry="safe")
 
     async def version(self) -> int:

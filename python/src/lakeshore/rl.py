@@ -55,6 +55,7 @@ from typing import Any
 from lakeshore import errors, wire
 from lakeshore.data import Backpressure
 from lakeshore.data import Queue as DataQueue
+from lakeshore.data import _version
 from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import Envelope
 from lakeshore.queue import Queue as JobQueue
@@ -101,11 +102,7 @@ class Weights:
         self.key = key
 
     def _key(self, version: int) -> str:
-        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            raise errors.InvalidError(
-                f"invalid version {version!r}: want an integer ≥ 0", field="version", value=version, rule="an integer ≥ 0"
-            )
-        return f"{self.key}/{version:012d}"
+        return f"{self.key}/{_version('version', version):012d}"
 
     async def publish(self, version: int, weights: Any) -> None:
         """Store ``weights`` (any wire value: numpy arrays, maps of them, bytes) as
