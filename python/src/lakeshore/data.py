@@ -128,6 +128,35 @@ class Sampler:
         return out
 
 
+# The parameters of the built-in samplers that name a field the sampler reads (Go's
+# persist.SamplerFields): a misspelt one is warned about as a misspelt field asked for.
+_SAMPLER_FIELD_PARAMS = {
+    "grpo-group-n": ("group_field", "drop_zero_variance", "time_field"),
+    "seqlen-balanced": ("length_field",),
+}
+# What a sample without that field becomes (docs/persist.md, "A field a sampler reads that
+# no record has").
+_SAMPLER_FIELD_EFFECT = {
+    "group_field": "a sample without it is in no group, so is never handed out",
+    "drop_zero_variance": "a group with a sample without it is not judged (served)",
+    "time_field": "a group without it is never judged a straggler",
+    "length_field": "a sample without it counts length 0",
+}
+
+
+def _sampler_fields(sampler: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The (parameter, field) pairs of a meta request's ``sampler`` body that name a field
+    the sampler reads; none for a custom sampler (its parameters' meaning is its own)."""
+    if not sampler:
+        return []
+    params = sampler.get("params") or {}
+    return [
+        (p, params[p])
+        for p in _SAMPLER_FIELD_PARAMS.get(str(sampler.get("name")), ())
+        if isinstance(params.get(p), str) and params[p]
+    ]
+
+
 def _sampler_body(sampler: Any) -> dict[str, Any]:
     """The ``sampler`` field of a meta request for ``sampler`` (None: sequential). Raises
     InvalidError for anything but a :class:`Sampler`: a Python sampler class (persisting's
@@ -1291,7 +1320,7 @@ class Queue:
                 others,
             )
 
-    async def _tell_unknown_fields(self, fields: Sequence[str]) -> None:
+    async def _tell_unknown_fields(self, fields: Sequence[str], sampler: Mapping[str, Any] | None = None) -> None:
         """Before a batch hand-out of ``fields``: log once per field, at WARNING, a name that
         is not a field of the queue's schema (so of no produced field set either): the
         hand-out waits for records that have it, so a misspelt name answers an empty batch,
@@ -1299,8 +1328,15 @@ class Queue:
         the field. A queue without fields yet (nothing put) tells nothing: no name to compare
         with, as a consumer may start before its producers. The schema is asked only while a
         name is neither known nor told, and a failure to ask it never fails the read. The Go
-        SDK's Reader applies the same rule (``persist.UnknownFields``)."""
-        unresolved = [f for f in fields if f not in self._schema_fields and f not in self._told_fields]
+        SDK's Reader applies the same rule (``persist.UnknownFields``).
+
+        So does a field the request's built-in ``sampler`` reads (its body; Go's
+        ``persist.SamplerFields``: GRPO's ``group_field``, ``drop_zero_variance`` and
+        ``time_field``, seqlen-balanced's ``length_field``), saying what a sample without
+        it becomes (in no GRPO group, so never handed out; length 0; not judged)."""
+        read = _sampler_fields(sampler)
+        names = list(fields) + [f for _, f in read]
+        unresolved = [f for f in names if f not in self._schema_fields and f not in self._told_fields]
         if not unresolved:
             return
         try:
@@ -1311,7 +1347,18 @@ class Queue:
         if not schema:
             return  # nothing put yet: no field to compare with (the Go SDK's persist.UnknownFields rule)
         self._schema_fields.update(schema)
-        unknown = [f for f in unresolved if f not in self._schema_fields]
+        unknown_read = [(p, f) for p, f in read if f in unresolved and f not in self._schema_fields]
+        unknown = [f for f in unresolved if f not in self._schema_fields and f in fields]
+        if unknown_read:
+            self._told_fields.update(f for _, f in unknown_read)
+            log.warning(
+                "lakeshore.data: %s: the %s sampler reads fields that are in no record of the queue (its fields: "
+                "%s): %s; check the spelling",
+                self.name,
+                str((sampler or {}).get("name")),
+                sorted(self._schema_fields),
+                "; ".join(f"{p}={f!r}: {_SAMPLER_FIELD_EFFECT[p]}" for p, f in unknown_read),
+            )
         if unknown:
             self._told_fields.update(unknown)
             log.warning(
@@ -1736,7 +1783,7 @@ class Reader:
         the caller's ``timeout`` (default 30 s)."""
         q = self.queue
         await q._send_before_read()
-        await q._tell_unknown_fields(body["fields"])
+        await q._tell_unknown_fields(body["fields"], body.get("sampler"))
         # NaN or negative: no deadline would ever pass.
         total = _check_seconds("timeout", timeout)
         if total is None:
