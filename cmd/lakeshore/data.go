@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
@@ -166,8 +167,10 @@ const maxPutIDPrefix = 128 - 11
 const maxPutLine = 2 * persist.MaxRecordBytes
 
 func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
-	var partition, putID string
+	var partition, putID, admTask string
 	var batch int
+	var maxUnconsumed, maxAhead int64
+	var block time.Duration
 	cmd := &cobra.Command{
 		Use:   "put QUEUE",
 		Short: "Put records from stdin, one JSON object per line",
@@ -181,6 +184,29 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			}
 			if putID != "" && (persist.CheckPutID(putID) != nil || len(putID) > maxPutIDPrefix) {
 				return plane.Invalid("--put-id", putID, fmt.Sprintf("1–%d bytes of [A-Za-z0-9._:-] (batch k is put with the id ID.k)", maxPutIDPrefix))
+			}
+			// Back-pressure (persist.Admission, checked in the put's transaction by every
+			// store): set when a bound is given.
+			var adm *persist.Admission
+			if c.Flags().Changed("max-unconsumed") || c.Flags().Changed("max-ahead") || admTask != "" || c.Flags().Changed("block") {
+				adm = &persist.Admission{Task: admTask, MaxUnconsumed: maxUnconsumed, MaxAhead: -1, Block: c.Flags().Changed("block"), Timeout: block}
+				if c.Flags().Changed("max-ahead") {
+					adm.MaxAhead = maxAhead
+				}
+				if err := persist.CheckAdmission(adm); err != nil {
+					// Named by the flag, not by the HTTP parameter the check names.
+					var ie *plane.InvalidError
+					if errors.As(err, &ie) {
+						flag := map[string]string{"admission_task": "--admission-task", "max_unconsumed": "--max-unconsumed",
+							"max_ahead": "--max-ahead", "admission_timeout": "--block"}[ie.Field]
+						if flag != "" {
+							named := *ie
+							named.Field = flag
+							return &named
+						}
+					}
+					return err
+				}
 			}
 			// The queue is opened at the first batch, once it is read, and created only
 			// when that batch passes the checks every store makes (filestore.CheckPut), so
@@ -204,11 +230,11 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 					}
 					var got []int64
 					var err error
+					opts := &persist.PutOpts{Admission: adm}
 					if putID != "" {
-						got, err = q.PutPartitionOnce(c.Context(), putID+"."+strconv.Itoa(batches), partition, recs)
-					} else {
-						got, err = q.PutPartition(c.Context(), partition, recs)
+						opts.ID = putID + "." + strconv.Itoa(batches)
 					}
+					got, err = q.PutAdmitted(c.Context(), partition, recs, opts)
 					batches++
 					if err != nil {
 						return err
@@ -268,6 +294,11 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			return closeData(c, q, err)
 		},
 	}
+	cmd.Flags().StringVar(&admTask, "admission-task", "", "back-pressure: the trainer's task whose unconsumed records --max-unconsumed bounds")
+	cmd.Flags().Int64Var(&maxUnconsumed, "max-unconsumed", 0, "back-pressure: put a batch only while --admission-task has at most this many records of the partition unconsumed, the batch's own included (0: no bound)")
+	cmd.Flags().Int64Var(&maxAhead, "max-ahead", 0, "back-pressure: put a batch only while its records' target_weight_version (else weight_version) is at most this far above the queue's version")
+	cmd.Flags().DurationVar(&block, "block", 0, "back-pressure: wait up to this long for room (the trainer consuming or advancing the version) instead of failing at once (0: the default wait, 30s)")
+	nonNegative(cmd, "max-unconsumed", "max-ahead")
 	cmd.Flags().StringVar(&putID, "put-id", "", "idempotency id: batch k is put with the id ID.k, and a repeat with the same ID (a retried job) answers the first put's indexes and writes nothing (kept 10 min)")
 	cmd.Flags().StringVar(&partition, "partition", persist.DefaultPartition, "partition of the records")
 	cmd.Flags().IntVar(&batch, "batch", 1000, "records per atomic put")

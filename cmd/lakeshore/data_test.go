@@ -417,6 +417,42 @@ func TestDataPutIDRepeats(t *testing.T) {
 	}
 }
 
+// TestDataPutBackpressure puts as a rollout script under back-pressure does:
+// --admission-task/--max-unconsumed admit a batch only while the trainer's task has room,
+// a refusal is exit 5 saying so and writes nothing, --block waits for room up to its
+// duration, and a put the trainer made room for goes through. Before 2026-12-07 data put
+// had no back-pressure, so a rollout run by `lakeshore worker` could not be held back.
+func TestDataPutBackpressure(t *testing.T) {
+	t.Parallel()
+	for name, newCLI := range map[string]func(*testing.T) *dataCLI{"local": newLocalDataCLI, "http": newHTTPDataCLI} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t)
+			ctx := context.Background()
+			two := `{"x": 1}` + "\n" + `{"x": 2}` + "\n"
+			bp := []string{"put", "traj", "--admission-task", "train", "--max-unconsumed", "2"}
+			require.Equal(t, "put 2 records: indexes 0–1", c.data(two, bp...))
+			_, errs, code := c.run(`{"x": 3}`, append(append([]string{}, c.args...), bp...)...)
+			require.Equal(t, exitError, code, errs)
+			require.Contains(t, errs, "back-pressure")
+			_, errs, code = c.run(`{"x": 3}`, append(append([]string{}, c.args...), append(bp, "--block", "50ms")...)...)
+			require.Equal(t, exitError, code, errs)
+			require.Contains(t, errs, "back-pressure")
+			q, err := persist.Open(ctx, "traj", &c.cfg, filestore.Driver(), httpstore.Driver())
+			require.NoError(t, err)
+			n, err := q.Len(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, 2, n, "a refused put wrote nothing")
+			require.NoError(t, q.MarkConsumed(ctx, "train", persist.DefaultPartition, []int64{0}))
+			require.NoError(t, q.Close(ctx))
+			require.Equal(t, "put 1 record: index 2", c.data(`{"x": 3}`, append(bp, "--block", "10s")...))
+			_, errs, code = c.run(`{"x": 4}`, append(append([]string{}, c.args...), "put", "traj", "--max-unconsumed", "2")...)
+			require.Equal(t, exitUsage, code, errs)
+			require.Contains(t, errs, "invalid --admission-task", "named by the flag")
+		})
+	}
+}
+
 func TestDataVersionAndRLFigures(t *testing.T) {
 	t.Parallel()
 	for name, newCLI := range map[string]func(*testing.T) *dataCLI{"local": newLocalDataCLI, "http": newHTTPDataCLI} {
