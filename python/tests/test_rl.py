@@ -326,6 +326,30 @@ def test_rollout_pool_numbers_jobs_on_past_trimmed_ones(d: HttpDispatch, qname: 
     assert play.queue(d).get(new).key == "rollout-4"
 
 
+def test_rollout_takes_a_compute_mode_and_requirements(d: HttpDispatch, qname: str, tmp_path: Path) -> None:
+    """@rollout forwards mode= and requires= to its udf, as @udf takes them (docs/fabric.md):
+    a rollout that needs a GPU worker, or runs in a compute mode that ships its code, is
+    declared where it is bound. Before 2026-12-07 @rollout took neither (a TypeError), and
+    only each submit's _mode= could say it."""
+    store = Scope(qname, store=str(tmp_path))
+
+    @rollout(queue=f"{qname}-jobs", data_queue=f"{qname}-traj", dispatch=d, scope=store, requires="cpus=2")
+    def play(policy: Policy) -> Iterator[dict[str, Any]]:
+        yield {"x": 1}
+
+    run(Weights(Queue(f"{qname}-traj", dispatch=d), store).publish(0, b"w"))
+    inv = play.submit()
+    assert run_worker(d, queues=[play], once=True, handle_signals=False) == 0  # offers nothing: not for it
+    assert run_worker(d, queues=[play], once=True, handle_signals=False, offers="cpus=4") == 1
+    assert play.queue(d).result(inv, timeout=10) == {"records": 1, "weight_version": 0}
+
+    @rollout(data_queue=f"{qname}-traj", dispatch=d, scope=store, mode="a100")
+    def gpu(policy: Policy) -> Iterator[dict[str, Any]]:
+        yield {"x": 2}
+
+    assert gpu.mode == "a100"
+
+
 def test_rollout_needs_a_generator_with_a_policy_parameter() -> None:
     with pytest.raises(InvalidError):
         rollout(lambda policy: None, data_queue="x")

@@ -172,6 +172,8 @@ def rollout(
     max_attempts: int | None = None,
     attempt_timeout: float | None = None,
     lease_ttl: float | None = None,
+    mode: str | None = None,
+    requires: Mapping[str, Any] | str | None = None,
 ) -> Any:
     """Bind a rollout generator to a job queue: ``@rollout(data_queue="trajectories")``.
 
@@ -194,8 +196,10 @@ def rollout(
     4. returns ``{"records": n, "weight_version": v}``.
 
     ``queue`` (default: the function's name), ``dispatch`` (default: the process default,
-    for the jobs and the data queue alike), ``max_attempts``, ``attempt_timeout`` and
-    ``lease_ttl`` are :func:`lakeshore.udf`'s. A retried job runs ``fn`` again, but writes
+    for the jobs and the data queue alike), ``max_attempts``, ``attempt_timeout``,
+    ``lease_ttl``, ``mode`` (a compute mode of ``lakeshore.yaml``: its run declaration,
+    resources and shipped code, docs/fabric.md) and ``requires`` (what each run needs
+    from its worker) are :func:`lakeshore.udf`'s. A retried job runs ``fn`` again, but writes
     no record twice: put number ``k`` of every attempt carries the put id
     ``rollout.{job id}.{k}``, so a put an earlier attempt committed (its worker killed
     before the ack) is answered with its indexes, not written again; a repeat of another
@@ -322,6 +326,8 @@ def rollout(
             max_attempts=max_attempts,
             attempt_timeout=attempt_timeout,
             lease_ttl=lease_ttl,
+            mode=mode,
+            requires=requires,
         )
         return bound
 
