@@ -2,8 +2,11 @@ package persist
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -68,13 +71,24 @@ func UnknownFields(schema Schema, fields []string) []string {
 // for is neither known nor told, and a failure to read it never fails the read (the
 // read itself then says what is wrong). A name no record can have (CheckFieldNames) is
 // not told: the hand-out refuses it as invalid.
-func (q *Queue) tellUnknownFields(ctx context.Context, fields []string) {
+//
+// The fields the request's built-in sampler reads (SamplerFields) are told the same
+// way, with what a sample without them becomes.
+func (q *Queue) tellUnknownFields(ctx context.Context, req *MetaRequest) {
+	fields := req.Fields
 	if CheckFieldNames(fields) != nil {
 		return
 	}
+	read := slices.DeleteFunc(SamplerFields(req.Sampler), func(sf SamplerField) bool {
+		return CheckFieldNames([]string{sf.Field}) != nil // the hand-out refuses it
+	})
+	names := slices.Clone(fields)
+	for _, sf := range read {
+		names = append(names, sf.Field)
+	}
 	n := &q.fields
 	n.mu.Lock()
-	unresolved := n.unresolved(fields)
+	unresolved := n.unresolved(names)
 	n.mu.Unlock()
 	if len(unresolved) == 0 {
 		return
@@ -84,6 +98,13 @@ func (q *Queue) tellUnknownFields(ctx context.Context, fields []string) {
 		return
 	}
 	unknown := UnknownFields(schema, unresolved)
+	var unknownRead []SamplerField
+	for _, sf := range read {
+		if slices.Contains(unknown, sf.Field) {
+			unknownRead = append(unknownRead, sf)
+		}
+	}
+	unknown = slices.DeleteFunc(unknown, func(f string) bool { return !slices.Contains(fields, f) })
 	n.mu.Lock()
 	if n.known == nil {
 		n.known = make(map[string]struct{}, len(schema.Fields))
@@ -93,20 +114,33 @@ func (q *Queue) tellUnknownFields(ctx context.Context, fields []string) {
 		n.known[f.Name] = struct{}{}
 	}
 	unknown = n.unresolved(unknown) // another read may have told them meanwhile
+	unknownRead = slices.DeleteFunc(unknownRead, func(sf SamplerField) bool { return len(n.unresolved([]string{sf.Field})) == 0 })
 	for _, f := range unknown {
 		n.told[f] = struct{}{}
 	}
+	for _, sf := range unknownRead {
+		n.told[sf.Field] = struct{}{}
+	}
 	n.mu.Unlock()
+	queueFields := make([]string, len(schema.Fields))
+	for i, f := range schema.Fields {
+		queueFields[i] = f.Name
+	}
+	if len(unknownRead) > 0 {
+		var what []string
+		for _, sf := range unknownRead {
+			what = append(what, fmt.Sprintf("%s=%q: %s", sf.Param, sf.Field, sf.Effect))
+		}
+		q.fields.logger().Warn("persist: the sampler reads fields that are in no record of the queue: "+
+			strings.Join(what, "; ")+"; check the spelling",
+			"queue", q.s.Name(), "sampler", req.Sampler.Name, "queue_fields", queueFields)
+	}
 	if len(unknown) == 0 {
 		return
 	}
-	names := make([]string, len(schema.Fields))
-	for i, f := range schema.Fields {
-		names[i] = f.Name
-	}
 	q.fields.logger().Warn("persist: a batch hands out only records that have every field asked for, "+
 		"and these fields are in no record of the queue, so it stays empty until a put or PutFields adds them; check the spelling",
-		"queue", q.s.Name(), "fields", unknown, "queue_fields", names)
+		"queue", q.s.Name(), "fields", unknown, "queue_fields", queueFields)
 }
 
 // unresolved returns the names of fields neither known nor told, each once. n.mu is held.
@@ -117,6 +151,49 @@ func (n *fieldNotices) unresolved(fields []string) []string {
 		_, told := n.told[f]
 		if !known && !told && !slices.Contains(out, f) {
 			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// SamplerField is a field a built-in sampler reads, named by one of its parameters.
+type SamplerField struct {
+	Param  string // the parameter naming it: "group_field", "length_field", …
+	Field  string // the field
+	Effect string // what a sample without the field becomes, in words
+}
+
+// samplerFieldParams are the parameters of the built-in samplers that name a field the
+// sampler reads (SampleInput.Values), with what a sample without it becomes.
+var samplerFieldParams = map[string][][2]string{
+	SamplerGRPOGroupN: {
+		{"group_field", "a sample without it is in no group, so is never handed out"},
+		{"drop_zero_variance", "a group with a sample without it is not judged (served)"},
+		{"time_field", "a group without it is never judged a straggler"},
+	},
+	SamplerSeqLenBalanced: {{"length_field", "a sample without it counts length 0"}},
+}
+
+// SamplerFields returns the fields spec's sampler reads, named by its parameters, for
+// the built-in samplers (GRPOGroupN's GroupField, DropZeroVariance and TimeField,
+// SeqLenBalanced's LengthField); none for another sampler, whose parameters' meaning is
+// its own, or for parameters that do not decode (the hand-out refuses those). A Reader
+// warns once about such a field no record of the queue has (docs/persist.md, "A field a
+// sampler reads that no record has"), as about a field asked for; the Python SDK applies
+// the same table.
+func SamplerFields(spec SamplerSpec) []SamplerField {
+	params := samplerFieldParams[spec.Name]
+	if len(params) == 0 || len(spec.Params) == 0 {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(spec.Params, &m) != nil {
+		return nil
+	}
+	var out []SamplerField
+	for _, p := range params {
+		if f, ok := m[p[0]].(string); ok && f != "" {
+			out = append(out, SamplerField{Param: p[0], Field: f, Effect: p[1]})
 		}
 	}
 	return out

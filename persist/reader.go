@@ -26,7 +26,7 @@ func (q *Queue) Reader() *Reader { return &Reader{s: q.s, q: q} }
 // rule such as GRPO batch sizes), ErrTimeout (wait mode), ErrClosed, ctx's error.
 func (r *Reader) GetMeta(ctx context.Context, req *MetaRequest) (*BatchMeta, error) {
 	if req != nil {
-		r.q.tellUnknownFields(ctx, req.Fields)
+		r.q.tellUnknownFields(ctx, req)
 	}
 	return r.s.GetMeta(ctx, req)
 }
@@ -52,7 +52,7 @@ func (r *Reader) GetData(ctx context.Context, meta *BatchMeta) (*Batch, error) {
 // GetMeta.
 func (r *Reader) GetBatch(ctx context.Context, req *MetaRequest) (*Batch, *BatchMeta, error) {
 	if req != nil {
-		r.q.tellUnknownFields(ctx, req.Fields)
+		r.q.tellUnknownFields(ctx, req)
 	}
 	if bg, ok := r.s.(BatchGetter); ok {
 		return bg.GetBatch(ctx, req)

@@ -175,7 +175,13 @@ type RolloutResult struct {
 // published), runs fn and puts its records to w.Data in one put tagged
 // WeightVersionField = the version, so a group is never split. Its result is a
 // map{"records": n, "weight_version": v}, as the Python SDK's. A retried job runs fn
-// again; records of a failed attempt that were put stay.
+// again, and its put carries the same put id as every attempt's (RolloutPutID(job.ID,
+// 0)): when an earlier attempt's put committed (its worker killed before the job's ack),
+// the store answers the retry with those indexes and writes nothing, so each job's
+// records are in the queue once — those of the first attempt whose put committed, also
+// when the retry's fn returns another number of records (the store refuses that repeat,
+// and Rollout takes the refusal as done). The store keeps put ids for
+// persist.PutIDRetention: a retry later than that writes its records again.
 func Rollout(w *Weights, fn RolloutFunc, opts *RolloutOptions) lakeshore.HandlerFunc {
 	var o RolloutOptions
 	if opts != nil {
@@ -217,7 +223,10 @@ func Rollout(w *Weights, fn RolloutFunc, opts *RolloutOptions) lakeshore.Handler
 		}
 		if len(recs) > 0 {
 			for {
-				_, err = w.Data.PutVersioned(ctx, o.Partition, recs, p.Version, -1, &persist.PutOpts{Admission: o.Admission})
+				_, err = w.Data.PutVersioned(ctx, o.Partition, recs, p.Version, -1, &persist.PutOpts{ID: RolloutPutID(job.ID, 0), Admission: o.Admission})
+				if writtenBefore(err) {
+					err = nil // an earlier attempt's records of another count stand
+				}
 				if !errors.Is(err, persist.ErrQueueFull) {
 					break
 				}
@@ -233,6 +242,20 @@ func Rollout(w *Weights, fn RolloutFunc, opts *RolloutOptions) lakeshore.Handler
 		}
 		return map[string]any{"records": int64(len(recs)), "weight_version": p.Version}, nil
 	}
+}
+
+// RolloutPutID is the put id (persist.PutOpts.ID) of put number k of rollout job jobID,
+// "rollout.{jobID}.{k}": the same in every attempt of the job and in both SDKs (Go's
+// Rollout makes one put, k = 0; Python's @rollout one per flush_every records), so a
+// retried attempt's put repeats the one an earlier attempt committed instead of writing
+// its records twice.
+func RolloutPutID(jobID string, k int) string { return "rollout." + jobID + "." + strconv.Itoa(k) }
+
+// writtenBefore reports whether a rollout's put was refused because its put id names an
+// earlier put of another count (an earlier attempt of the job wrote it).
+func writtenBefore(err error) bool {
+	var ie *plane.InvalidError
+	return errors.As(err, &ie) && ie.Field == "put_id"
 }
 
 // Pool keeps InFlight jobs of a rollout queue queued or running.

@@ -114,6 +114,48 @@ func TestRolloutTagsVersionsAndReloadsWeights(t *testing.T) {
 	require.Equal(t, 3, runs)
 }
 
+// TestRolloutRetryWritesNoRecordTwice runs a job's handler twice, as a retry after a
+// worker killed once its put had committed does (the same job id): the put carries the
+// id rollout.{job id}.0, so the second attempt is answered with the first's indexes and
+// every record is in the queue once, also when the retry's fn returns another count.
+// Before 2026-12-07 every attempt was a plain put and the records were written twice.
+func TestRolloutRetryWritesNoRecordTwice(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t)
+	attempt := 0
+	h := rl.Rollout(f.weights, func(ctx context.Context, p rl.Policy, job *lakeshore.Job) ([]persist.Record, error) {
+		attempt++
+		n := 3
+		if attempt == 3 {
+			n = 2 // a retry whose records vary: the first attempt's stand
+		}
+		recs := make([]persist.Record, n)
+		for i := range recs {
+			recs[i] = persist.Record{"attempt": int64(attempt), "i": int64(i)}
+		}
+		return recs, nil
+	}, nil)
+	require.NoError(t, f.weights.Publish(ctx, 0, nil))
+	_, err := f.jobs.Submit(ctx, map[string]any{}, nil)
+	require.NoError(t, err)
+	f.work(t, func(ctx context.Context, job *lakeshore.Job) (any, error) {
+		for range 3 {
+			if _, err := h(ctx, job); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	})
+	rows, err := f.data.Get(ctx, 0, 100, nil)
+	require.NoError(t, err)
+	var got [][2]any
+	for _, r := range rows {
+		got = append(got, [2]any{r.Fields["attempt"], r.Fields["i"]})
+	}
+	require.Equal(t, [][2]any{{int64(1), int64(0)}, {int64(1), int64(1)}, {int64(1), int64(2)}}, got,
+		"the first attempt's records, once")
+}
+
 func TestRolloutHeldByBackpressureWaitsForTheTrainer(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t)

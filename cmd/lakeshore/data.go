@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
@@ -156,13 +158,19 @@ func closeData(c *cobra.Command, q *persist.Queue, err error) error {
 	return err
 }
 
+// maxPutIDPrefix bounds `data put --put-id`: batch k's id is ID.k, and a put id is at
+// most 128 bytes (persist.CheckPutID), which leaves room for 10 digits of k.
+const maxPutIDPrefix = 128 - 11
+
 // maxPutLine bounds a line of `data put`: twice a record's bound, as JSON may spell a
 // record longer than its encoding.
 const maxPutLine = 2 * persist.MaxRecordBytes
 
 func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
-	var partition string
+	var partition, putID, admTask string
 	var batch int
+	var maxUnconsumed, maxAhead int64
+	var block time.Duration
 	cmd := &cobra.Command{
 		Use:   "put QUEUE",
 		Short: "Put records from stdin, one JSON object per line",
@@ -174,6 +182,32 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			if err := persist.CheckName("partition", partition); err != nil {
 				return err
 			}
+			if putID != "" && (persist.CheckPutID(putID) != nil || len(putID) > maxPutIDPrefix) {
+				return plane.Invalid("--put-id", putID, fmt.Sprintf("1–%d bytes of [A-Za-z0-9._:-] (batch k is put with the id ID.k)", maxPutIDPrefix))
+			}
+			// Back-pressure (persist.Admission, checked in the put's transaction by every
+			// store): set when a bound is given.
+			var adm *persist.Admission
+			if c.Flags().Changed("max-unconsumed") || c.Flags().Changed("max-ahead") || admTask != "" || c.Flags().Changed("block") {
+				adm = &persist.Admission{Task: admTask, MaxUnconsumed: maxUnconsumed, MaxAhead: -1, Block: c.Flags().Changed("block"), Timeout: block}
+				if c.Flags().Changed("max-ahead") {
+					adm.MaxAhead = maxAhead
+				}
+				if err := persist.CheckAdmission(adm); err != nil {
+					// Named by the flag, not by the HTTP parameter the check names.
+					var ie *plane.InvalidError
+					if errors.As(err, &ie) {
+						flag := map[string]string{"admission_task": "--admission-task", "max_unconsumed": "--max-unconsumed",
+							"max_ahead": "--max-ahead", "admission_timeout": "--block"}[ie.Field]
+						if flag != "" {
+							named := *ie
+							named.Field = flag
+							return &named
+						}
+					}
+					return err
+				}
+			}
 			// The queue is opened at the first batch, once it is read, and created only
 			// when that batch passes the checks every store makes (filestore.CheckPut), so
 			// that a refused put creates nothing, as the server's put routes.
@@ -183,6 +217,7 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 				sc.Buffer(make([]byte, 1<<20), maxPutLine)
 				var recs []persist.Record
 				var idx []int64
+				batches := 0
 				flush := func() error {
 					if len(recs) == 0 {
 						return nil
@@ -193,7 +228,14 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 							return err
 						}
 					}
-					got, err := q.PutPartition(c.Context(), partition, recs)
+					var got []int64
+					var err error
+					opts := &persist.PutOpts{Admission: adm}
+					if putID != "" {
+						opts.ID = putID + "." + strconv.Itoa(batches)
+					}
+					got, err = q.PutAdmitted(c.Context(), partition, recs, opts)
+					batches++
 					if err != nil {
 						return err
 					}
@@ -252,6 +294,12 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			return closeData(c, q, err)
 		},
 	}
+	cmd.Flags().StringVar(&admTask, "admission-task", "", "back-pressure: the trainer's task whose unconsumed records --max-unconsumed bounds")
+	cmd.Flags().Int64Var(&maxUnconsumed, "max-unconsumed", 0, "back-pressure: put a batch only while --admission-task has at most this many records of the partition unconsumed, the batch's own included (0: no bound)")
+	cmd.Flags().Int64Var(&maxAhead, "max-ahead", 0, "back-pressure: put a batch only while its records' target_weight_version (else weight_version) is at most this far above the queue's version")
+	cmd.Flags().DurationVar(&block, "block", 0, "back-pressure: wait up to this long for room (the trainer consuming or advancing the version) instead of failing at once (0: the default wait, 30s)")
+	nonNegative(cmd, "max-unconsumed", "max-ahead")
+	cmd.Flags().StringVar(&putID, "put-id", "", "idempotency id: batch k is put with the id ID.k, and a repeat with the same ID (a retried job) answers the first put's indexes and writes nothing (kept 10 min)")
 	cmd.Flags().StringVar(&partition, "partition", persist.DefaultPartition, "partition of the records")
 	cmd.Flags().IntVar(&batch, "batch", 1000, "records per atomic put")
 	return cmd
@@ -371,11 +419,24 @@ func newDataVersionCmd(a *app, o *dataOpts) *cobra.Command {
 		Long: `Prints the data queue's current weight version: the version the trainer published last
 (Weights.publish, set_version), against which staleness-bounded reads judge records and
 --max-ahead back-pressure holds producers. --set N advances it to N, as a trainer's
-set_version does: the same version again changes nothing, a lower one is refused (exit 2).`,
+set_version does: the same version again changes nothing, a lower one is refused (exit 2).
+A queue that does not exist yet is at version 0 (said on stderr; the read creates nothing);
+--set creates it, as set_version does.`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return a.withData(c, o, args[0], func(q *persist.Queue) error {
-				if c.Flags().Changed("set") {
+			show := func(v int64) error {
+				if a.json {
+					return a.printJSON(map[string]any{"version": v})
+				}
+				_, err := fmt.Fprintln(a.stdout, v)
+				return err
+			}
+			// --set creates the queue, as POST D/version and the SDKs' set_version do; a
+			// read creates nothing, and a queue that does not exist yet is at version 0,
+			// as GET D/version and the SDKs' version() answer.
+			setting := c.Flags().Changed("set")
+			err := a.withDataQueue(c, o, args[0], setting, func(q *persist.Queue) error {
+				if setting {
 					if err := q.SetVersion(c.Context(), set); err != nil {
 						return err
 					}
@@ -384,12 +445,14 @@ set_version does: the same version again changes nothing, a lower one is refused
 				if err != nil {
 					return err
 				}
-				if a.json {
-					return a.printJSON(map[string]any{"version": v})
-				}
-				_, err = fmt.Fprintln(a.stdout, v)
-				return err
+				return show(v)
 			})
+			if !setting && errors.Is(err, persist.ErrNotFound) {
+				ns := cmp.Or(a.namespace, os.Getenv(lakeshore.EnvNamespace), lakeshore.NamespaceDefault)
+				fmt.Fprintf(a.stderr, "lakeshore: data queue %s does not exist in namespace %s yet: version 0 (its first put or version --set creates it)\n", args[0], ns)
+				return show(0)
+			}
+			return err
 		},
 	}
 	cmd.Flags().Int64Var(&set, "set", 0, "advance the current version to this (≥ the current one)")

@@ -391,6 +391,68 @@ func TestDataPutRefusedCreatesNothing(t *testing.T) {
 // --json (docs/cli.md said --json had "every figure"; these four were left out, so a
 // trainer reading short batches could not see from the CLI that stale records were being
 // dropped). Found by a new user's trial, 2026-12-07.
+// TestDataPutIDRepeats puts with --put-id twice, as a rollout run by `lakeshore worker`
+// and retried after its put committed does (--put-id rollout.$LAKESHORE_JOB_ID): batch
+// k carries the id PREFIX.k, so the repeat answers the first put's indexes and writes
+// nothing. Before 2026-12-07 data put had no put id and the retry wrote every record
+// again.
+func TestDataPutIDRepeats(t *testing.T) {
+	t.Parallel()
+	for name, newCLI := range map[string]func(*testing.T) *dataCLI{"local": newLocalDataCLI, "http": newHTTPDataCLI} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t)
+			in := `{"x": 1}` + "\n" + `{"x": 2}` + "\n" + `{"x": 3}` + "\n"
+			require.Equal(t, "put 3 records: indexes 0–2", c.data(in, "put", "traj", "--put-id", "rollout.J1", "--batch", "2"))
+			require.Equal(t, "put 3 records: indexes 0–2", c.data(in, "put", "traj", "--put-id", "rollout.J1", "--batch", "2"),
+				"a repeat answers the first put's indexes")
+			require.Equal(t, "put 1 record: index 3", c.data(`{"x": 4}`, "put", "traj", "--put-id", "rollout.J2"))
+			var st map[string]any
+			require.NoError(t, json.Unmarshal([]byte(c.data("", "--json", "stats", "traj")), &st))
+			require.EqualValues(t, 4, st["len"], "nothing written twice")
+			_, errs, code := c.run(in, append(c.args, "put", "traj", "--put-id", "bad id")...)
+			require.Equal(t, exitUsage, code, errs)
+			require.Contains(t, errs, "--put-id")
+		})
+	}
+}
+
+// TestDataPutBackpressure puts as a rollout script under back-pressure does:
+// --admission-task/--max-unconsumed admit a batch only while the trainer's task has room,
+// a refusal is exit 5 saying so and writes nothing, --block waits for room up to its
+// duration, and a put the trainer made room for goes through. Before 2026-12-07 data put
+// had no back-pressure, so a rollout run by `lakeshore worker` could not be held back.
+func TestDataPutBackpressure(t *testing.T) {
+	t.Parallel()
+	for name, newCLI := range map[string]func(*testing.T) *dataCLI{"local": newLocalDataCLI, "http": newHTTPDataCLI} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t)
+			ctx := context.Background()
+			two := `{"x": 1}` + "\n" + `{"x": 2}` + "\n"
+			bp := []string{"put", "traj", "--admission-task", "train", "--max-unconsumed", "2"}
+			require.Equal(t, "put 2 records: indexes 0–1", c.data(two, bp...))
+			_, errs, code := c.run(`{"x": 3}`, append(append([]string{}, c.args...), bp...)...)
+			require.Equal(t, exitError, code, errs)
+			require.Contains(t, errs, "back-pressure")
+			_, errs, code = c.run(`{"x": 3}`, append(append([]string{}, c.args...), append(bp, "--block", "50ms")...)...)
+			require.Equal(t, exitError, code, errs)
+			require.Contains(t, errs, "back-pressure")
+			q, err := persist.Open(ctx, "traj", &c.cfg, filestore.Driver(), httpstore.Driver())
+			require.NoError(t, err)
+			n, err := q.Len(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, 2, n, "a refused put wrote nothing")
+			require.NoError(t, q.MarkConsumed(ctx, "train", persist.DefaultPartition, []int64{0}))
+			require.NoError(t, q.Close(ctx))
+			require.Equal(t, "put 1 record: index 2", c.data(`{"x": 3}`, append(bp, "--block", "10s")...))
+			_, errs, code = c.run(`{"x": 4}`, append(append([]string{}, c.args...), "put", "traj", "--max-unconsumed", "2")...)
+			require.Equal(t, exitUsage, code, errs)
+			require.Contains(t, errs, "invalid --admission-task", "named by the flag")
+		})
+	}
+}
+
 func TestDataVersionAndRLFigures(t *testing.T) {
 	t.Parallel()
 	for name, newCLI := range map[string]func(*testing.T) *dataCLI{"local": newLocalDataCLI, "http": newHTTPDataCLI} {
@@ -409,8 +471,20 @@ func TestDataVersionAndRLFigures(t *testing.T) {
 			_, errs, code = c.run("", append(c.args, "version", "traj", "--set", "-1")...)
 			require.Equal(t, exitUsage, code, errs)
 			require.Equal(t, "lakeshore: invalid version -1: use an integer ≥ 0\n", errs)
-			_, _, code = c.run("", append(c.args, "version", "nosuch")...)
-			require.Equal(t, exitNotFound, code, "only put creates a queue")
+			// A queue no put, KV put or set_version created yet is at version 0, as GET
+			// D/version and the SDKs' version() answer, so a rollout script may read it
+			// before the trainer's first put; the read creates nothing and says so on
+			// stderr (a misspelt name). Before 2026-12-07 it was exit 3 here and 0 over
+			// the SDKs.
+			out, errs, code := c.run("", append(c.args, "version", "nosuch")...)
+			require.Zero(t, code, errs)
+			require.Equal(t, "0\n", out)
+			require.Contains(t, errs, "data queue nosuch does not exist in namespace default yet: version 0")
+			_, _, code = c.run("", append(c.args, "stats", "nosuch")...)
+			require.Equal(t, exitNotFound, code, "the read created no queue")
+			// --set creates the queue, as POST D/version and set_version do.
+			require.Equal(t, "2", c.data("", "version", "fresh", "--set", "2"))
+			require.Equal(t, "2", c.data("", "version", "fresh"))
 
 			// A staleness-bounded read drops the record of version 0 (3 − 0 > 1).
 			q, err := persist.Open(ctx, "traj", &c.cfg, filestore.Driver(), httpstore.Driver())

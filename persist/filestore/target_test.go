@@ -2,6 +2,7 @@ package filestore_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -88,4 +89,42 @@ func TestOpenLogsAMisspeltFieldToConfigLogger(t *testing.T) {
 	require.Equal(t, slog.LevelWarn, logged[0].Level)
 	require.Contains(t, logged[0].Message, "check the spelling")
 	require.Equal(t, map[string]string{"queue": "q", "fields": "[rewrad]", "queue_fields": "[reward]"}, persisttest.Attrs(logged[0]))
+}
+
+// TestReaderLogsAMisspeltSamplerField: a field a built-in sampler reads (GRPO's
+// group_field, seqlen-balanced's length_field) that no record has is told once, at level
+// Warn, saying what a sample without it becomes: group_field "promt" made a trainer's
+// wait time out with nothing naming the cause (found by a scratch RL loop, 2026-12-07).
+func TestReaderLogsAMisspeltSamplerField(t *testing.T) {
+	ctx := context.Background()
+	var logs persisttest.LogRecords
+	q, err := persist.Open(ctx, "q", &persist.Config{Dir: t.TempDir(), Logger: logs.NewLogger()}, filestore.Driver())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, q.Close(ctx)) }()
+	recs := make([]persist.Record, 8)
+	for i := range recs {
+		recs[i] = persist.Record{"prompt": fmt.Sprintf("p%d", i/4), "x": int64(i)}
+	}
+	_, err = q.PutBatch(ctx, recs)
+	require.NoError(t, err)
+	m, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "ok",
+		Sampler: persist.GRPOGroupN{N: 4, GroupField: "prompt"}.Spec()})
+	require.NoError(t, err)
+	require.Equal(t, 4, m.Size)
+	require.Empty(t, logs.Records(), "a sampler field of the queue is not told")
+	for _, task := range []string{"t", "u"} {
+		m, err = q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: task,
+			Sampler: persist.GRPOGroupN{N: 4, GroupField: "promt"}.Spec()})
+		require.NoError(t, err)
+		require.Zero(t, m.Size, "not refused")
+	}
+	_, err = q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "v",
+		Sampler: persist.SeqLenBalanced{LengthField: "lenght", Groups: 2}.Spec()})
+	require.NoError(t, err)
+	logged := logs.Records()
+	require.Len(t, logged, 2)
+	require.Equal(t, slog.LevelWarn, logged[0].Level)
+	require.Contains(t, logged[0].Message, `group_field="promt": a sample without it is in no group, so is never handed out`)
+	require.Equal(t, map[string]string{"queue": "q", "sampler": "grpo-group-n", "queue_fields": "[prompt x]"}, persisttest.Attrs(logged[0]))
+	require.Contains(t, logged[1].Message, `length_field="lenght": a sample without it counts length 0`)
 }

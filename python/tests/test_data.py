@@ -367,6 +367,34 @@ def test_a_misspelt_field_is_warned_once(d: HttpDispatch, qname: str, caplog: py
     run(main())
 
 
+def test_a_misspelt_sampler_field_is_warned_once(d: HttpDispatch, qname: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A field a built-in sampler reads (GRPO's group_field, drop_zero_variance and
+    time_field, seqlen-balanced's length_field) that no record has is warned about once,
+    as a misspelt field asked for is: GRPO hands out no sample without a group value, so
+    group_field="promt" made a trainer time out with a message that named no cause, and a
+    misspelt length_field balanced nothing, in silence (found by a scratch RL loop,
+    2026-12-07). Not refused: a later put may add the field."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put_batch([{"prompt": f"p{i // 4}", "x": i, "n": i} for i in range(16)])
+        await q.flush()
+        with caplog.at_level("WARNING", logger="lakeshore.data"):
+            b = await q.get_batch(["x"], 4, "ok", sampler=GRPOGroupNSampler(4, group_field="prompt"))
+            assert len(b.global_indexes) == 4
+            assert not caplog.records, "a sampler field of the queue is not warned about"
+            for task in ("t", "u"):
+                b = await q.get_batch(["x"], 4, task, sampler=GRPOGroupNSampler(4, group_field="promt"))
+                assert len(b.global_indexes) == 0  # not refused
+            await q.get_batch(["x"], 4, "v", sampler=SeqlenBalancedSampler("lenght", groups=2))
+        warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warned) == 2, warned
+        assert "'promt'" in warned[0] and "group_field" in warned[0] and "'prompt'" in warned[0], warned[0]
+        assert "'lenght'" in warned[1] and "length_field" in warned[1], warned[1]
+
+    run(main())
+
+
 def test_seqlen_balanced_sampler(d: HttpDispatch, qname: str) -> None:
     async def main() -> None:
         q = Queue(qname, dispatch=d, batch_size=1000)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from lakeshore import HttpDispatch, InvalidError, QueueFullError
-from lakeshore.data import WEIGHT_VERSION, Backpressure, Queue
+from lakeshore import HttpDispatch, InvalidError, QueueFullError, Scope
+from lakeshore.data import TARGET_WEIGHT_VERSION, WEIGHT_VERSION, Backpressure, Queue
+from lakeshore.rl import Weights
 
 pytest.importorskip("pyarrow")
 
@@ -262,6 +265,39 @@ def test_non_integer_counts_and_bad_versions_are_invalid_naming_the_field(d: Htt
         assert e.value.field == "weight_version"
         await q.set_version(1)
         assert await q.version() == 1
+
+    run(main())
+
+
+def test_numpy_integer_versions_are_taken_by_every_version_argument(d: HttpDispatch, qname: str, tmp_path: Path) -> None:
+    """A version that is a numpy integer — what a batch's weight_version column holds
+    (``batch[WEIGHT_VERSION].max()``) — is an integer to every argument that takes a
+    version, as it was to set_version and max_staleness: put/put_batch's
+    weight_version and target_weight_version, put_partial, patch_partial and Weights'
+    publish/exists/load. Before 2026-12-07 put(weight_version=np.int64(3)) was refused as
+    "want an integer", Weights.publish(np.int64(3), …) too, and patch_partial truncated a
+    float version (2.5 → 2) instead of refusing it."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put({"x": 1}, weight_version=np.int64(1))
+        await q.put_batch([{"x": 2}], weight_version=np.int32(1), target_weight_version=np.uint8(2))
+        await q.flush()
+        idx = await q.put_partial([{"x": 3}], np.int64(1))
+        await q.patch_partial(idx, None, np.int64(2), complete=True)
+        with pytest.raises(InvalidError) as e:
+            await q.patch_partial(idx, None, 2.5)  # type: ignore[arg-type]
+        assert e.value.field == "weight_version", e.value
+        for bad in (np.int64(-1), True):
+            with pytest.raises(InvalidError) as e:
+                await q.put({"x": 4}, weight_version=bad)  # type: ignore[arg-type]
+            assert e.value.field == "weight_version", e.value
+        rows = await q.get(10)
+        assert [(r["x"], r[WEIGHT_VERSION], r.get(TARGET_WEIGHT_VERSION)) for r in rows] == [(1, 1, None), (2, 1, 2), (3, 1, None)]
+        w = Weights(q, Scope(qname, store=str(tmp_path)))
+        await w.publish(np.int64(3), {"bias": 1.0})
+        assert w.exists(np.int64(3)) and w.load(np.int64(3)) == {"bias": 1.0}
+        assert await q.version() == 3
 
     run(main())
 

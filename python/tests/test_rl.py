@@ -109,6 +109,124 @@ def test_an_async_rollout_and_flush_every(planes: Planes, qname: str, tmp_path: 
     assert [(r["i"], r[WEIGHT_VERSION]) for r in run(read())] == [(i, 4) for i in range(5)]
 
 
+def test_a_retried_rollout_does_not_put_its_records_twice(d: HttpDispatch, qname: str, tmp_path: Path) -> None:
+    # Attempt 1 puts its first chunk (flush_every=2), then dies; attempt 2 runs fn again.
+    # Each chunk's put id is the job's id and the chunk's number, so the chunk attempt 1
+    # wrote is answered with its indexes, not written again: every record once. Before
+    # 2026-12-07 each attempt drew random put ids and records 0 and 1 were written twice.
+    store = Scope(qname, store=str(tmp_path))
+    attempts: list[int] = []
+
+    @rollout(queue=f"{qname}-jobs", data_queue=f"{qname}-traj", dispatch=d, scope=store, flush_every=2,
+             max_attempts=2)
+    def play(policy: Policy, seed: int) -> Iterator[dict[str, Any]]:
+        attempts.append(seed)
+        for i in range(5):
+            yield {"seed": seed, "i": i}
+            if i == 2 and len(attempts) == 1:
+                raise RuntimeError("worker lost after its first put")
+
+    q = Queue(f"{qname}-traj", dispatch=d)
+    run(Weights(q, store).publish(0, b"w"))
+    inv = play.submit(seed=7)
+    assert run_worker(d, queues=[play], once=True, wait=10) == 1  # attempt 1: fails
+    assert run(q.stats())["len"] == 2  # its first chunk was written
+    assert run_worker(d, queues=[play], once=True, wait=30) == 1  # attempt 2
+    assert play.queue(d).result(inv, timeout=10) == {"records": 5, "weight_version": 0}
+
+    async def read() -> Any:
+        return await q.get(100)
+
+    assert [r["i"] for r in run(read())] == [0, 1, 2, 3, 4]
+
+
+_SELF_KILLING_ROLLOUT = """
+import os, signal, sys
+from pathlib import Path
+from lakeshore import HttpDispatch, Scope, run_worker
+from lakeshore.rl import rollout
+
+url, token, qname, blobs, marker = sys.argv[1:6]
+d = HttpDispatch(url, token=token)
+
+@rollout(queue=qname + "-jobs", data_queue=qname + "-traj", dispatch=d, scope=Scope(qname, store=blobs),
+         flush_every=2, max_attempts=3, lease_ttl=1)
+def play(policy, seed):
+    for i in range(5):
+        yield {"seed": seed, "i": i}
+        if i == 2 and not Path(marker).exists():
+            Path(marker).touch()
+            os.kill(os.getpid(), signal.SIGKILL)  # records 0 and 1 are put: killed mid-job
+
+print(run_worker(d, queues=[play], once=True, wait=30, handle_signals=False))
+"""
+
+
+def test_a_rollout_worker_sigkilled_after_a_put_writes_no_record_twice(
+    lakeshore_bin: str, server: Server, qname: str, tmp_path: Path
+) -> None:
+    """A rollout worker process SIGKILLed after its job's first chunk was put, on a
+    ``lakeshore serve``: the job's retry (after the dead worker's lease) in a second worker
+    process writes the rest, and every record is in the data queue once."""
+    d = HttpDispatch(server.url, token=server.admin_token)
+    store = Scope(qname, store=str(tmp_path / "blobs"))
+    q = Queue(f"{qname}-traj", dispatch=d)
+    run(Weights(q, store).publish(0, b"w"))
+    args = [sys.executable, "-c", _SELF_KILLING_ROLLOUT, server.url, server.admin_token, qname, str(tmp_path / "blobs"),
+            str(tmp_path / "killed")]
+    env = dict(os.environ, LAKESHORE_BIN=lakeshore_bin, PYTHONPATH=os.pathsep.join(sys.path))
+
+    @rollout(queue=f"{qname}-jobs", data_queue=f"{qname}-traj", dispatch=d, scope=store)
+    def play(policy: Policy, seed: int) -> Iterator[dict[str, Any]]:
+        yield {}  # only to submit: the children run the jobs
+
+    inv = play.submit(seed=3)
+    first = subprocess.run(args, env=env, capture_output=True, timeout=120)
+    assert first.returncode == -signal.SIGKILL, first.stderr.decode()
+    assert run(q.stats())["len"] == 2  # the first chunk was written before the kill
+    second = subprocess.run(args, env=env, capture_output=True, timeout=120)
+    assert second.returncode == 0 and second.stdout.strip() == b"1", second.stderr.decode()
+    assert play.queue(d).result(inv, timeout=10) == {"records": 5, "weight_version": 0}
+
+    async def read() -> Any:
+        return await q.get(100)
+
+    assert [(r["seed"], r["i"]) for r in run(read())] == [(3, i) for i in range(5)]
+    d.close()
+
+
+def test_a_rollout_whose_retry_puts_another_count_keeps_the_first_attempts_chunk(
+    d: HttpDispatch, qname: str, tmp_path: Path
+) -> None:
+    # A rollout whose records vary between attempts (an episode of another length): the
+    # chunk attempt 1 wrote stands, the retry's chunk of the same number is not written
+    # (the server refuses a put id repeated with another count), and the job succeeds.
+    store = Scope(qname, store=str(tmp_path))
+    attempts: list[int] = []
+
+    @rollout(queue=f"{qname}-jobs", data_queue=f"{qname}-traj", dispatch=d, scope=store, flush_every=3,
+             max_attempts=2)
+    def play(policy: Policy) -> Iterator[dict[str, Any]]:
+        attempts.append(1)
+        first = len(attempts) == 1
+        for i in range(3 if first else 2):
+            yield {"attempt": len(attempts), "i": i}
+        if first:
+            raise RuntimeError("lost after its put")
+
+    q = Queue(f"{qname}-traj", dispatch=d)
+    run(Weights(q, store).publish(0, b"w"))
+    inv = play.submit()
+    assert run_worker(d, queues=[play], once=True, wait=10) == 1
+    assert run_worker(d, queues=[play], once=True, wait=30) == 1
+    assert play.queue(d).result(inv, timeout=10) == {"records": 2, "weight_version": 0}
+
+    async def read() -> Any:
+        return await q.get(100)
+
+    assert [(r["attempt"], r["i"]) for r in run(read())] == [(1, 0), (1, 1), (1, 2)]
+
+
 def test_a_rollout_held_by_backpressure_waits_for_the_trainer(d: HttpDispatch, qname: str, tmp_path: Path) -> None:
     @rollout(
         queue=f"{qname}-jobs",
@@ -206,6 +324,30 @@ def test_rollout_pool_numbers_jobs_on_past_trimmed_ones(d: HttpDispatch, qname: 
     assert ans["deleted"] == 3
     (new,) = run(pool.top_up())
     assert play.queue(d).get(new).key == "rollout-4"
+
+
+def test_rollout_takes_a_compute_mode_and_requirements(d: HttpDispatch, qname: str, tmp_path: Path) -> None:
+    """@rollout forwards mode= and requires= to its udf, as @udf takes them (docs/fabric.md):
+    a rollout that needs a GPU worker, or runs in a compute mode that ships its code, is
+    declared where it is bound. Before 2026-12-07 @rollout took neither (a TypeError), and
+    only each submit's _mode= could say it."""
+    store = Scope(qname, store=str(tmp_path))
+
+    @rollout(queue=f"{qname}-jobs", data_queue=f"{qname}-traj", dispatch=d, scope=store, requires="cpus=2")
+    def play(policy: Policy) -> Iterator[dict[str, Any]]:
+        yield {"x": 1}
+
+    run(Weights(Queue(f"{qname}-traj", dispatch=d), store).publish(0, b"w"))
+    inv = play.submit()
+    assert run_worker(d, queues=[play], once=True, handle_signals=False) == 0  # offers nothing: not for it
+    assert run_worker(d, queues=[play], once=True, handle_signals=False, offers="cpus=4") == 1
+    assert play.queue(d).result(inv, timeout=10) == {"records": 1, "weight_version": 0}
+
+    @rollout(data_queue=f"{qname}-traj", dispatch=d, scope=store, mode="a100")
+    def gpu(policy: Policy) -> Iterator[dict[str, Any]]:
+        yield {"x": 2}
+
+    assert gpu.mode == "a100"
 
 
 def test_rollout_needs_a_generator_with_a_policy_parameter() -> None:

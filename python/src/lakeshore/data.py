@@ -49,7 +49,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -126,6 +126,35 @@ class Sampler:
         if self.params:
             out["params"] = dict(self.params)
         return out
+
+
+# The parameters of the built-in samplers that name a field the sampler reads (Go's
+# persist.SamplerFields): a misspelt one is warned about as a misspelt field asked for.
+_SAMPLER_FIELD_PARAMS = {
+    "grpo-group-n": ("group_field", "drop_zero_variance", "time_field"),
+    "seqlen-balanced": ("length_field",),
+}
+# What a sample without that field becomes (docs/persist.md, "A field a sampler reads that
+# no record has").
+_SAMPLER_FIELD_EFFECT = {
+    "group_field": "a sample without it is in no group, so is never handed out",
+    "drop_zero_variance": "a group with a sample without it is not judged (served)",
+    "time_field": "a group without it is never judged a straggler",
+    "length_field": "a sample without it counts length 0",
+}
+
+
+def _sampler_fields(sampler: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The (parameter, field) pairs of a meta request's ``sampler`` body that name a field
+    the sampler reads; none for a custom sampler (its parameters' meaning is its own)."""
+    if not sampler:
+        return []
+    params = sampler.get("params") or {}
+    return [
+        (p, params[p])
+        for p in _SAMPLER_FIELD_PARAMS.get(str(sampler.get("name")), ())
+        if isinstance(params.get(p), str) and params[p]
+    ]
 
 
 def _sampler_body(sampler: Any) -> dict[str, Any]:
@@ -541,6 +570,19 @@ def _integer(name: str, v: Any) -> int:
     return int(v)
 
 
+def _version(name: str, v: Any) -> int:
+    """``v`` as a weight version for the argument ``name``: an integer (numpy's too: a
+    batch's weight_version column holds numpy integers) in [0, 2^63), never a bool or a
+    float silently truncated. The one check of every version argument (put, put_batch,
+    put_partial, patch_partial, set_version, lakeshore.rl's Weights). Raises InvalidError
+    naming ``name``."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= int(v) < 1 << 63:
+        raise errors.InvalidError(
+            f"invalid {name} {v!r}: want an integer ≥ 0 and below 2^63", field=name, value=v, rule="0 ≤ v < 2^63"
+        )
+    return int(v)
+
+
 def _refused(e: errors.DispatchError) -> bool:
     """Whether the server answered ``e`` as a refusal (a 4xx: nothing of the request was
     written and a repeat would be refused again), not an answer that was lost (no status: a
@@ -864,6 +906,10 @@ class Queue:
         # repeat with the first put's indexes instead of appending twice. A batch the server
         # refused (a 4xx: it wrote nothing) is never among them.
         self._unsent: list[tuple[str, list[bytes], str]] = []
+        # The put id of each new batch, in the order sent: random by default; lakeshore.rl
+        # makes a rollout job's ids from the job's id and the batch's number, so that a
+        # retried attempt's batches repeat the ids of the ones an earlier attempt wrote.
+        self._next_put_id: Callable[[], str] = _put_id
         # A refusal the background auto-flush met: raised by the next flush().
         self._refused: errors.DispatchError | None = None
         self._buffer_lock = asyncio.Lock()
@@ -1005,13 +1051,8 @@ class Queue:
         part = partition_id or self.partition_id
         tags: dict[str, int] = {}
         for name, v in ((WEIGHT_VERSION, weight_version), (TARGET_WEIGHT_VERSION, target_weight_version)):
-            if v is None:
-                continue
-            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 63:
-                raise errors.InvalidError(
-                    f"invalid {name} {v!r}: want an integer ≥ 0 and below 2^63", field=name, value=v, rule="0 ≤ v < 2^63"
-                )
-            tags[name] = v
+            if v is not None:
+                tags[name] = _version(name, v)
         encoded = []
         for i, r in enumerate(records):
             if type(r) is not dict:
@@ -1063,10 +1104,7 @@ class Queue:
                 requests, and a later one was refused — then the error's
                 ``written_indexes`` lists the records the earlier ones wrote (any other
                 error after the first request says the same)."""
-        if not isinstance(weight_version, int) or isinstance(weight_version, bool) or weight_version < 0:
-            raise errors.InvalidError(
-                f"invalid weight_version {weight_version!r}: want an integer ≥ 0", field=WEIGHT_VERSION, value=weight_version, rule="≥ 0"
-            )
+        weight_version = _version(WEIGHT_VERSION, weight_version)
         tags: dict[str, Any] = {WEIGHT_VERSION: weight_version, LAST_WEIGHT_VERSION: weight_version, SEGMENT_VERSIONS: [weight_version]}
         if complete:
             tags[COMPLETE] = True
@@ -1117,7 +1155,7 @@ class Queue:
         body: dict[str, Any] = {
             "partition": partition_id or self.partition_id,
             "indexes": [int(i) for i in global_indexes],
-            "weight_version": int(weight_version),
+            "weight_version": _version(WEIGHT_VERSION, weight_version),
             "complete": bool(complete),
         }
         if records is not None:
@@ -1160,7 +1198,7 @@ class Queue:
             for part, rec in buf:
                 by_part.setdefault(part, []).append(rec)
             batches = self._unsent + [
-                (part, chunk, _put_id()) for part, recs in by_part.items() for chunk in _chunks(recs)
+                (part, chunk, self._next_put_id()) for part, recs in by_part.items() for chunk in _chunks(recs)
             ]
             self._unsent = []
         indexes: list[int] = []
@@ -1282,7 +1320,7 @@ class Queue:
                 others,
             )
 
-    async def _tell_unknown_fields(self, fields: Sequence[str]) -> None:
+    async def _tell_unknown_fields(self, fields: Sequence[str], sampler: Mapping[str, Any] | None = None) -> None:
         """Before a batch hand-out of ``fields``: log once per field, at WARNING, a name that
         is not a field of the queue's schema (so of no produced field set either): the
         hand-out waits for records that have it, so a misspelt name answers an empty batch,
@@ -1290,8 +1328,15 @@ class Queue:
         the field. A queue without fields yet (nothing put) tells nothing: no name to compare
         with, as a consumer may start before its producers. The schema is asked only while a
         name is neither known nor told, and a failure to ask it never fails the read. The Go
-        SDK's Reader applies the same rule (``persist.UnknownFields``)."""
-        unresolved = [f for f in fields if f not in self._schema_fields and f not in self._told_fields]
+        SDK's Reader applies the same rule (``persist.UnknownFields``).
+
+        So does a field the request's built-in ``sampler`` reads (its body; Go's
+        ``persist.SamplerFields``: GRPO's ``group_field``, ``drop_zero_variance`` and
+        ``time_field``, seqlen-balanced's ``length_field``), saying what a sample without
+        it becomes (in no GRPO group, so never handed out; length 0; not judged)."""
+        read = _sampler_fields(sampler)
+        names = list(fields) + [f for _, f in read]
+        unresolved = [f for f in names if f not in self._schema_fields and f not in self._told_fields]
         if not unresolved:
             return
         try:
@@ -1302,7 +1347,18 @@ class Queue:
         if not schema:
             return  # nothing put yet: no field to compare with (the Go SDK's persist.UnknownFields rule)
         self._schema_fields.update(schema)
-        unknown = [f for f in unresolved if f not in self._schema_fields]
+        unknown_read = [(p, f) for p, f in read if f in unresolved and f not in self._schema_fields]
+        unknown = [f for f in unresolved if f not in self._schema_fields and f in fields]
+        if unknown_read:
+            self._told_fields.update(f for _, f in unknown_read)
+            log.warning(
+                "lakeshore.data: %s: the %s sampler reads fields that are in no record of the queue (its fields: "
+                "%s): %s; check the spelling",
+                self.name,
+                str((sampler or {}).get("name")),
+                sorted(self._schema_fields),
+                "; ".join(f"{p}={f!r}: {_SAMPLER_FIELD_EFFECT[p]}" for p, f in unknown_read),
+            )
         if unknown:
             self._told_fields.update(unknown)
             log.warning(
@@ -1413,11 +1469,7 @@ class Queue:
         Raises:
             InvalidError: a version that is not an integer in [0, 2^63), or below the
                 current one."""
-        v = _integer("version", version)
-        if not 0 <= v < 1 << 63:
-            raise errors.InvalidError(
-                f"invalid version {version!r}: want an integer ≥ 0 and below 2^63", field="version", value=version, rule="0 ≤ version < 2^63"
-            )
+        v = _version("version", version)
         await self._call("POST", "/version", body={"version": v}, retry="safe")
 
     async def version(self) -> int:
@@ -1731,7 +1783,7 @@ class Reader:
         the caller's ``timeout`` (default 30 s)."""
         q = self.queue
         await q._send_before_read()
-        await q._tell_unknown_fields(body["fields"])
+        await q._tell_unknown_fields(body["fields"], body.get("sampler"))
         # NaN or negative: no deadline would ever pass.
         total = _check_seconds("timeout", timeout)
         if total is None:

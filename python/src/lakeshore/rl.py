@@ -47,6 +47,7 @@ import asyncio
 import dataclasses
 import functools
 import inspect
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -54,11 +55,12 @@ from typing import Any
 from lakeshore import errors, wire
 from lakeshore.data import Backpressure
 from lakeshore.data import Queue as DataQueue
+from lakeshore.data import _version
 from lakeshore.dispatch import Dispatch, default_dispatch
 from lakeshore.queue import Envelope
 from lakeshore.queue import Queue as JobQueue
 from lakeshore.scopes import Scope
-from lakeshore.worker import UDF, JobStopped, udf
+from lakeshore.worker import UDF, JobStopped, _running_job, udf
 
 __all__ = ["Policy", "Weights", "rollout", "RolloutPool"]
 
@@ -100,11 +102,7 @@ class Weights:
         self.key = key
 
     def _key(self, version: int) -> str:
-        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            raise errors.InvalidError(
-                f"invalid version {version!r}: want an integer ≥ 0", field="version", value=version, rule="an integer ≥ 0"
-            )
-        return f"{self.key}/{version:012d}"
+        return f"{self.key}/{_version('version', version):012d}"
 
     async def publish(self, version: int, weights: Any) -> None:
         """Store ``weights`` (any wire value: numpy arrays, maps of them, bytes) as
@@ -174,6 +172,8 @@ def rollout(
     max_attempts: int | None = None,
     attempt_timeout: float | None = None,
     lease_ttl: float | None = None,
+    mode: str | None = None,
+    requires: Mapping[str, Any] | str | None = None,
 ) -> Any:
     """Bind a rollout generator to a job queue: ``@rollout(data_queue="trajectories")``.
 
@@ -196,9 +196,16 @@ def rollout(
     4. returns ``{"records": n, "weight_version": v}``.
 
     ``queue`` (default: the function's name), ``dispatch`` (default: the process default,
-    for the jobs and the data queue alike), ``max_attempts``, ``attempt_timeout`` and
-    ``lease_ttl`` are :func:`lakeshore.udf`'s. A retried job runs ``fn`` again: its records
-    of the failed attempt that were put stay (an RL buffer takes them as more samples).
+    for the jobs and the data queue alike), ``max_attempts``, ``attempt_timeout``,
+    ``lease_ttl``, ``mode`` (a compute mode of ``lakeshore.yaml``: its run declaration,
+    resources and shipped code, docs/fabric.md) and ``requires`` (what each run needs
+    from its worker) are :func:`lakeshore.udf`'s. A retried job runs ``fn`` again, but writes
+    no record twice: put number ``k`` of every attempt carries the put id
+    ``rollout.{job id}.{k}``, so a put an earlier attempt committed (its worker killed
+    before the ack) is answered with its indexes, not written again; a repeat of another
+    record count (an ``fn`` whose output varies) is refused by the server and taken as
+    done, the earlier attempt's records standing. Put ids are kept 10 minutes
+    (``PutIDRetention``): a later retry writes again.
 
     Raises:
         InvalidError: a ``fn`` that is not a generator function, or one without a first
@@ -258,6 +265,15 @@ def rollout(
                 partition_id=partition_id,
                 backpressure=held,
             )
+            job = _running_job.get()
+            if job is not None:
+                # Batch k of every attempt of this job has the put id rollout.{job id}.{k}:
+                # a batch an earlier attempt wrote (its worker killed after the put, or
+                # its fn raising after a flush_every put) is answered with its indexes,
+                # not written again.
+                numbers = itertools.count()
+                job_id = job.id
+                dq._next_put_id = lambda: f"rollout.{job_id}.{next(numbers)}"
             policy = await _refresh(Weights(dq, scope, weights_key))
             n = 0
 
@@ -266,6 +282,9 @@ def rollout(
                     await dq.put(record, weight_version=policy.version)
                 except errors.QueueFullError:
                     pass  # buffered (with its put id): the next send goes again
+                except errors.InvalidError as e:
+                    if not _written_before(e):
+                        raise
 
             gen: Any = f(policy, **kwargs)
             if inspect.isasyncgen(gen):
@@ -285,6 +304,10 @@ def rollout(
                     # Held by the trainer's unconsumed records (a blocking put's timeout, or
                     # a rejecting one): the records stay buffered; ask again shortly.
                     await asyncio.sleep(0.05)
+                except errors.InvalidError as e:
+                    if not _written_before(e):
+                        raise
+                    # That batch was dropped; the next flush sends the rest.
             return {"records": n, "weight_version": policy.version}
 
         @functools.wraps(f)
@@ -303,10 +326,19 @@ def rollout(
             max_attempts=max_attempts,
             attempt_timeout=attempt_timeout,
             lease_ttl=lease_ttl,
+            mode=mode,
+            requires=requires,
         )
         return bound
 
     return bind(fn) if fn is not None else bind
+
+
+def _written_before(e: errors.InvalidError) -> bool:
+    """Whether a rollout's put was refused because an earlier attempt of its job wrote a
+    batch of another size under the same put id (a fn whose records vary between
+    attempts): that batch stands, and this attempt's batch of that number is not written."""
+    return e.field == "put_id"
 
 
 class RolloutPool:

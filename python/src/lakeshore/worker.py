@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures.thread
 import contextlib
+import contextvars
 import ctypes
 import dataclasses
 import inspect
@@ -99,6 +100,12 @@ _MACHINERY_DIRS = tuple(
 # or a beat is in flight, its next due unknown until it is answered: _beat wakes the keeper
 # then). A job whose beats come more often than this wakes the keeper when it is handed over.
 _KEEPER_IDLE_SECONDS = 1.0
+
+# The job whose body runs in this context (a body's thread, or an async body's task), for
+# code of the package that must know it: lakeshore.rl derives the put ids of a rollout's
+# records from the job's id, so a retried attempt does not write them twice. None outside a
+# body (a function called locally).
+_running_job: contextvars.ContextVar[Job | None] = contextvars.ContextVar("lakeshore_running_job", default=None)
 
 
 def _hide_machinery_frames(e: BaseException) -> None:
@@ -1444,6 +1451,7 @@ class _Worker:
     def _run_body(self, kind: str, call: Callable[[], Any], r: _Running) -> Any:
         with r.lock:
             r.thread_id = threading.get_ident()
+        running = _running_job.set(r.job)
         try:
             if r.stopped.is_set():
                 raise JobStopped(r.job.id)
@@ -1472,12 +1480,14 @@ class _Worker:
             finally:
                 gen.close()
         finally:
+            _running_job.reset(running)
             # A JobStopped scheduled before this line is raised in this function, never
             # in the pool's thread after it.
             with r.lock:
                 r.thread_id = None
 
     async def _run_async(self, kind: str, call: Callable[[], Any], r: _Running) -> Any:
+        _running_job.set(r.job)  # this task's own context (ensure_future copied the loop's)
         if r.stopped.is_set():
             raise JobStopped(r.job.id)
         r.started = True
