@@ -162,6 +162,11 @@ func closeData(c *cobra.Command, q *persist.Queue, err error) error {
 // most 128 bytes (persist.CheckPutID), which leaves room for 10 digits of k.
 const maxPutIDPrefix = 128 - 11
 
+// putAdmissionFlags names, in a rule of persist.CheckAdmission, data put's flags for the
+// HTTP query parameters it names.
+var putAdmissionFlags = strings.NewReplacer("admission_task", "--admission-task", "max_unconsumed", "--max-unconsumed",
+	"max_ahead", "--max-ahead", "admission_timeout", "--block")
+
 // maxPutLine bounds a line of `data put`: twice a record's bound, as JSON may spell a
 // record longer than its encoding.
 const maxPutLine = 2 * persist.MaxRecordBytes
@@ -202,6 +207,7 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 						if flag != "" {
 							named := *ie
 							named.Field = flag
+							named.Rule = putAdmissionFlags.Replace(ie.Rule)
 							return &named
 						}
 					}
