@@ -157,7 +157,7 @@ func (a *Admission) validate() error {
 
 // noBoundRule is the rule of an Admission without a bound (Admission.validate).
 const noBoundRule = "back-pressure needs a bound: max_unconsumed > 0 (with admission_task, the trainer's task) " +
-	"and/or max_ahead ≥ 0; for no back-pressure give no admission at all"
+	"and/or max_ahead ≥ 0 (for none, leave back-pressure out)"
 
 // BackpressureError reports a put refused by its Admission: what was over its bound.
 // It matches ErrQueueFull (code "queue_full").

@@ -196,6 +196,11 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			if c.Flags().Changed("max-unconsumed") || c.Flags().Changed("max-ahead") || admTask != "" || c.Flags().Changed("block") {
 				adm = &persist.Admission{Task: admTask, MaxUnconsumed: maxUnconsumed, MaxAhead: -1, Block: c.Flags().Changed("block"), Timeout: block}
 				if c.Flags().Changed("max-ahead") {
+					if maxAhead < 0 {
+						// As the HTTP put's max_ahead: below 0 is no bound in Go's Admission,
+						// which a flag given must not silently mean.
+						return plane.Invalid("--max-ahead", maxAhead, "≥ 0 (leave --max-ahead out for no bound)")
+					}
 					adm.MaxAhead = maxAhead
 				}
 				if err := persist.CheckAdmission(adm); err != nil {

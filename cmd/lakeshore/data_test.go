@@ -451,6 +451,9 @@ func TestDataPutBackpressure(t *testing.T) {
 			require.Contains(t, errs, "invalid --admission-task", "named by the flag")
 			// A task with no bound bounds nothing: exit 2 saying which flags to give,
 			// nothing written (before, it put the record as if no back-pressure was asked).
+			_, errs, code = c.run(`{"x": 4}`, append(append([]string{}, c.args...), "put", "traj", "--admission-task", "train", "--max-ahead", "-1")...)
+			require.Equal(t, exitUsage, code, errs)
+			require.Contains(t, errs, "invalid --max-ahead -1: ≥ 0 (leave --max-ahead out for no bound)", "as the HTTP put's max_ahead")
 			for _, args := range [][]string{{"--admission-task", "train"}, {"--block", "1s"}} {
 				_, errs, code = c.run(`{"x": 4}`, append(append([]string{}, c.args...), append([]string{"put", "traj"}, args...)...)...)
 				require.Equal(t, exitUsage, code, errs)

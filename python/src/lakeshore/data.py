@@ -815,7 +815,7 @@ class Backpressure:
             # put, so a task_name given without its bound held nothing back, silently.
             raise errors.InvalidError(
                 f"invalid max_unconsumed {self.max_unconsumed!r}: back-pressure needs a bound: max_unconsumed > 0 "
-                "(with task_name, the trainer's task) and/or max_ahead ≥ 0; for no back-pressure pass no Backpressure",
+                "(with task_name, the trainer's task) and/or max_ahead ≥ 0 (for none, pass no Backpressure)",
                 field="max_unconsumed",
                 value=self.max_unconsumed,
                 rule="max_unconsumed > 0 and/or max_ahead ≥ 0",
