@@ -109,7 +109,8 @@ type Admission struct {
 	Task string
 	// MaxUnconsumed bounds the records of the partition not yet consumed by Task
 	// (leased ones count as unconsumed until committed), counting the put's own. 0:
-	// no bound.
+	// no bound; an Admission with neither bound (MaxUnconsumed 0, MaxAhead < 0) is
+	// refused (*InvalidError naming max_unconsumed).
 	MaxUnconsumed int64
 	// MaxAhead, when ≥ 0, bounds how far a record's target version (TargetVersionField,
 	// else WeightVersionField) may be above the current version. -1 (or any value
@@ -145,8 +146,18 @@ func (a *Admission) validate() error {
 	if a.Timeout < 0 {
 		return &InvalidError{Field: "admission_timeout", Value: a.Timeout, Rule: "≥ 0"}
 	}
+	if a.MaxUnconsumed == 0 && a.MaxAhead < 0 {
+		// An Admission that bounds nothing admits every put: a producer that named its
+		// trainer's task (or asked to block) and forgot the bound would never be held back,
+		// silently. Refused, naming what to give (no back-pressure is no Admission).
+		return &InvalidError{Field: "max_unconsumed", Value: a.MaxUnconsumed, Rule: noBoundRule}
+	}
 	return nil
 }
+
+// noBoundRule is the rule of an Admission without a bound (Admission.validate).
+const noBoundRule = "back-pressure needs a bound: max_unconsumed > 0 (with admission_task, the trainer's task) " +
+	"and/or max_ahead ≥ 0 (for none, leave back-pressure out)"
 
 // BackpressureError reports a put refused by its Admission: what was over its bound.
 // It matches ErrQueueFull (code "queue_full").

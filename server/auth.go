@@ -47,7 +47,7 @@ func (s *Server) authenticate(r *http.Request) (*principal, error) {
 	}
 	tok, err := s.drv.TokenGet(r.Context(), sum[:])
 	if errors.Is(err, plane.ErrNotFound) {
-		return nil, fmt.Errorf("%w: unknown token: this server holds no such token (%s: set it to a token this server minted)", api.ErrUnauthorized, tokenSource)
+		return nil, fmt.Errorf("%w: unknown token: this server holds no such token: never minted here, or revoked or expired more than the retention period ago and deleted (%s: set it to a current token this server minted)", api.ErrUnauthorized, tokenSource)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up token: %w", err)

@@ -49,6 +49,7 @@ func TestDataRefusedPutCreatesNothing(t *testing.T) {
 		{"/records", api.ContentTypeJSON, `{"records": [{"weight_version": -1}]}`, "invalid"},
 		{"/records?admission_block=true", api.ContentTypeJSON, `{"records": [{"x": 1}]}`, "invalid"},
 		{"/records?max_unconsumed=-1&admission_task=t", api.ContentTypeJSON, `{"records": [{"x": 1}]}`, "invalid"},
+		{"/records?admission_task=t", api.ContentTypeJSON, `{"records": [{"x": 1}]}`, "invalid"},
 		{"/records", api.ContentTypeArrow, `not an arrow stream`, "invalid"},
 		{"/kv", api.ContentTypeJSON, `{"keys": ["k"`, "invalid"},
 		{"/kv?partition=_bad", api.ContentTypeJSON, `{"keys": ["k"], "records": [{"x": 1}]}`, "invalid"},

@@ -575,7 +575,7 @@ func TestTypedNits(t *testing.T) {
 // TestDataAdmissionAndLeaseBounds: a put's back-pressure and a meta request's lease out of
 // range are 400 invalid naming the field and what is allowed: max_unconsumed without
 // admission_task names admission_task; a negative max_ahead is refused as a negative
-// max_unconsumed is; every lease out of 0–24 h gets the one message.
+// max_unconsumed is; a task with no bound names the bounds to give; every lease out of 0–24 h gets the one message.
 func TestDataAdmissionAndLeaseBounds(t *testing.T) {
 	t.Parallel()
 	b := dataSetup(t, nil)
@@ -589,6 +589,10 @@ func TestDataAdmissionAndLeaseBounds(t *testing.T) {
 		"max_ahead=-1":                         "invalid max_ahead -1: ≥ 0 (leave max_ahead out for no bound)",
 		"max_ahead=-7&admission_task=t":        "invalid max_ahead -7: ≥ 0 (leave max_ahead out for no bound)",
 		"max_unconsumed=0&admission_block=yes": "admission_block",
+		// A task with no bound bounds nothing (before, accepted: every put admitted).
+		"admission_task=t":                                       "invalid max_unconsumed 0: back-pressure needs a bound: max_unconsumed > 0",
+		"admission_task=t&max_unconsumed=0":                      "and/or max_ahead ≥ 0",
+		"admission_task=t&admission_block=true&max_unconsumed=0": "back-pressure needs a bound",
 	} {
 		e := dataErr(t, put(query), 400, "invalid")
 		require.Contains(t, e.Message, want, "%s", query)

@@ -162,6 +162,11 @@ func closeData(c *cobra.Command, q *persist.Queue, err error) error {
 // most 128 bytes (persist.CheckPutID), which leaves room for 10 digits of k.
 const maxPutIDPrefix = 128 - 11
 
+// putAdmissionFlags names, in a rule of persist.CheckAdmission, data put's flags for the
+// HTTP query parameters it names.
+var putAdmissionFlags = strings.NewReplacer("admission_task", "--admission-task", "max_unconsumed", "--max-unconsumed",
+	"max_ahead", "--max-ahead", "admission_timeout", "--block")
+
 // maxPutLine bounds a line of `data put`: twice a record's bound, as JSON may spell a
 // record longer than its encoding.
 const maxPutLine = 2 * persist.MaxRecordBytes
@@ -191,6 +196,11 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			if c.Flags().Changed("max-unconsumed") || c.Flags().Changed("max-ahead") || admTask != "" || c.Flags().Changed("block") {
 				adm = &persist.Admission{Task: admTask, MaxUnconsumed: maxUnconsumed, MaxAhead: -1, Block: c.Flags().Changed("block"), Timeout: block}
 				if c.Flags().Changed("max-ahead") {
+					if maxAhead < 0 {
+						// As the HTTP put's max_ahead: below 0 is no bound in Go's Admission,
+						// which a flag given must not silently mean.
+						return plane.Invalid("--max-ahead", maxAhead, "≥ 0 (leave --max-ahead out for no bound)")
+					}
 					adm.MaxAhead = maxAhead
 				}
 				if err := persist.CheckAdmission(adm); err != nil {
@@ -202,6 +212,7 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 						if flag != "" {
 							named := *ie
 							named.Field = flag
+							named.Rule = putAdmissionFlags.Replace(ie.Rule)
 							return &named
 						}
 					}

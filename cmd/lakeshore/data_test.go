@@ -449,6 +449,24 @@ func TestDataPutBackpressure(t *testing.T) {
 			_, errs, code = c.run(`{"x": 4}`, append(append([]string{}, c.args...), "put", "traj", "--max-unconsumed", "2")...)
 			require.Equal(t, exitUsage, code, errs)
 			require.Contains(t, errs, "invalid --admission-task", "named by the flag")
+			// A task with no bound bounds nothing: exit 2 saying which flags to give,
+			// nothing written (before, it put the record as if no back-pressure was asked).
+			_, errs, code = c.run(`{"x": 4}`, append(append([]string{}, c.args...), "put", "traj", "--admission-task", "train", "--max-ahead", "-1")...)
+			require.Equal(t, exitUsage, code, errs)
+			require.Contains(t, errs, "invalid --max-ahead -1: ≥ 0 (leave --max-ahead out for no bound)", "as the HTTP put's max_ahead")
+			for _, args := range [][]string{{"--admission-task", "train"}, {"--block", "1s"}} {
+				_, errs, code = c.run(`{"x": 4}`, append(append([]string{}, c.args...), append([]string{"put", "traj"}, args...)...)...)
+				require.Equal(t, exitUsage, code, errs)
+				require.Contains(t, errs, "invalid --max-unconsumed", "named by the flag")
+				require.Contains(t, errs, "--max-unconsumed > 0", "says what to give")
+				require.Contains(t, errs, "--max-ahead ≥ 0", "says what to give")
+			}
+			q, err = persist.Open(ctx, "traj", &c.cfg, filestore.Driver(), httpstore.Driver())
+			require.NoError(t, err)
+			n, err = q.Len(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, 3, n, "a refused put wrote nothing")
+			require.NoError(t, q.Close(ctx))
 		})
 	}
 }

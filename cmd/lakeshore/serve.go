@@ -179,6 +179,14 @@ func (o *ServeOpts) Validate() error {
 		return plane.Invalid("--"+retentionFlag, o.Retention,
 			"it applies to a SQLite or PostgreSQL --target; the server at "+plane.RedactURL(o.Target)+" keeps its own retention")
 	}
+	if o.Retention != 0 && isPostgresTarget(o.Target) {
+		// The plane refuses a URL parameter that contradicts its Config (pgplane.ParseURL),
+		// in words of Go ("the Config value"); a serve user gave a flag, which is named.
+		if _, fromURL, err := pgplane.ParseURL(o.Target, nil); err == nil && fromURL.Retention != 0 && fromURL.Retention != o.Retention {
+			return plane.Invalid("--"+retentionFlag, o.Retention, "the --target's retention="+fromURL.Retention.String()+
+				" says otherwise: give one of them, or the same value in both")
+		}
+	}
 	if o.ShutdownTimeout < 0 || o.LongPollMax < 0 || o.MaxLongPolls < 0 || o.MaxLongPollsPerTenant < 0 ||
 		o.MaxOpenDataQueues < 0 || o.MaxDataQueuesPerTenant < 0 || o.DataQueueIdle < 0 {
 		return plane.Invalid("timeouts and limits", nil, "use values ≥ 0")
@@ -489,6 +497,12 @@ func serveTarget(target string, getenv func(string) string) (string, error) {
 func isHTTPTarget(target string) bool {
 	scheme, _, ok := strings.Cut(strings.TrimSpace(target), "://")
 	return ok && (strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https"))
+}
+
+// isPostgresTarget reports whether target is a postgres:// or postgresql:// URL.
+func isPostgresTarget(target string) bool {
+	scheme, _, ok := strings.Cut(strings.TrimSpace(target), "://")
+	return ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql"))
 }
 
 // targetIsAddr reports whether target is an http(s) URL that names the listen address addr

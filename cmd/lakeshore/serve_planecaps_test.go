@@ -100,6 +100,9 @@ func TestServeRetention(t *testing.T) {
 	}{
 		{db, "0", "invalid --retention 0s: use a non-zero duration, e.g. 6h or 168h (negative: keep for ever; default 168h0m0s)"},
 		{"http://127.0.0.1:9", "6h", "invalid --retention 6h0m0s: it applies to a SQLite or PostgreSQL --target"},
+		// A postgres:// target's retention= that disagrees: named by the flag, not as "the
+		// Config value" of Go (before); nothing is reached (no server listens on port 9).
+		{"postgres://u@127.0.0.1:9/db?retention=2h", "1h", "invalid --retention 1h0m0s: the --target's retention=2h0m0s says otherwise"},
 	} {
 		c := &cli{t: t, target: tc.target}
 		_, errs, code := c.run("", "serve", "--addr", "127.0.0.1:0", "--retention", tc.value)

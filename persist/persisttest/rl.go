@@ -404,6 +404,19 @@ func testBackpressure(t *testing.T, q *persist.Queue) {
 	require.Contains(t, err.Error(), "admission_task", "the missing task is named by its field")
 	_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(1), &persist.PutOpts{Admission: &persist.Admission{Task: "t", MaxUnconsumed: -1}})
 	requireInvalid(t, err)
+	// A task with no bound (nor max_ahead) bounds nothing: refused, naming what to give,
+	// and nothing written (before, it was accepted and admitted every put).
+	before, err := q.Stats(ctx)
+	require.NoError(t, err)
+	for _, a := range []persist.Admission{{Task: "t", MaxAhead: -1}, {Task: "t", MaxAhead: -1, Block: true, Timeout: time.Second}, {MaxAhead: -1}} {
+		_, err = q.PutAdmitted(ctx, persist.DefaultPartition, rec(1), &persist.PutOpts{Admission: &a})
+		requireInvalid(t, err)
+		require.Contains(t, err.Error(), "max_unconsumed > 0", "the missing bound is named: %+v", a)
+		require.Contains(t, err.Error(), "max_ahead ≥ 0", "the missing bound is named: %+v", a)
+	}
+	after, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before.NextIndex, after.NextIndex, "a refused put writes nothing")
 }
 
 func testLeasedReads(t *testing.T, q *persist.Queue) {

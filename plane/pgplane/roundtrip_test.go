@@ -329,3 +329,44 @@ func settleAndClaim(t *testing.T, d *Driver, jobs []*plane.Job, claim *plane.Cla
 	}
 	return next
 }
+
+// TestByIDModeStaysWithItsStatements attacks the by-id plan mode (tx.planModes): a
+// statement that is not a by-id one, sent after a by-id write queued in the same
+// pipeline, after a by-id read, or straight on the connection (the path of query with
+// nothing pending), and the next transaction on the same connection (a deadlock retry's
+// or any later call's) all run with the server's defaults, never force_generic_plan or
+// enable_seqscan off.
+func TestByIDModeStaysWithItsStatements(t *testing.T) {
+	d, _ := oneConnDriver(t)
+	ctx := t.Context()
+	const settings = `SELECT current_setting('plan_cache_mode') || ' ' || current_setting('enable_seqscan')`
+	defaults := "auto on"
+	mode := func(tx *tx) string {
+		var s string
+		require.NoError(t, tx.queryRow(settings).Scan(&s))
+		return s
+	}
+	none := []string{}
+	require.NoError(t, d.do(ctx, func(tx *tx) error {
+		require.Equal(t, defaults, mode(tx), "first statement")
+		tx.exec(d.sql.setTerminalMany, tx.ms, none, []int16{}, [][]byte{}, [][]byte{}) // by id, queued
+		require.Equal(t, defaults, mode(tx), "after a by-id write in the same pipeline")
+		rows, err := tx.query(d.sql.headMany, none) // by id, read
+		require.NoError(t, err)
+		rows.Close()
+		require.NoError(t, rows.Err())
+		require.Equal(t, defaults, mode(tx), "after a by-id read")
+		require.Equal(t, defaults, mode(tx), "straight on the connection")
+		rows, err = tx.query(d.sql.headMany, none)
+		require.NoError(t, err)
+		rows.Close()
+		return rows.Err() // the transaction ends in the by-id mode
+	}))
+	require.NoError(t, d.do(ctx, func(tx *tx) error {
+		require.Equal(t, defaults, mode(tx), "the next transaction on the connection")
+		var s string
+		require.NoError(t, tx.conn.QueryRow(ctx, settings).Scan(&s))
+		require.Equal(t, defaults, s)
+		return nil
+	}))
+}

@@ -157,6 +157,49 @@ def test_leased_reads_and_commit(d: HttpDispatch, qname: str) -> None:
     run(main())
 
 
+def test_commit_of_no_batchmeta_is_a_typed_error_changing_nothing(d: HttpDispatch, qname: str) -> None:
+    """``reader.commit(None)`` (a new user's slip) raised AttributeError from inside the
+    call; now any ``meta`` that is not a BatchMeta, to commit or get_data, is an
+    InvalidError naming ``meta`` and what is allowed, and nothing is consumed."""
+
+    async def main() -> None:
+        q = Queue(qname, dispatch=d)
+        await q.put_batch([{"x": i} for i in range(4)])
+        await q.flush()
+        r = q.reader()
+        batch = await r.get_batch(["x"], 2, "train", lease=3600, wait=False)
+        for bad in (None, batch, "0", [0, 1]):
+            with pytest.raises(InvalidError) as e:
+                await r.commit(bad)  # type: ignore[arg-type]
+            assert e.value.field == "meta"
+            assert "BatchMeta" in str(e.value) and "get_meta" in str(e.value)
+            with pytest.raises(InvalidError) as e:
+                await r.get_data(bad)  # type: ignore[arg-type]
+            assert e.value.field == "meta"
+        with pytest.raises(InvalidError, match=r"pass its \.meta"):
+            await r.commit(batch)  # type: ignore[arg-type]
+        assert await q.consumed("train") == 0, "a refused commit consumed nothing"
+        await r.commit(batch.meta)
+        assert await q.consumed("train") == 2
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"task_name": "train"}, {"task_name": "train", "max_unconsumed": 0}, {"task_name": "train", "on_full": "block"}, {}],
+)
+def test_a_backpressure_bounding_nothing_is_refused(kwargs: dict[str, Any]) -> None:
+    """``Backpressure(task_name=...)`` with no bound was taken and held nothing back; now
+    it is an InvalidError naming ``max_unconsumed`` and saying which bounds to give, as
+    Go's persist.CheckAdmission, the HTTP put and ``data put`` refuse it."""
+    with pytest.raises(InvalidError) as e:
+        Backpressure(**kwargs)
+    assert e.value.field == "max_unconsumed"
+    assert "max_unconsumed > 0" in str(e.value) and "max_ahead ≥ 0" in str(e.value)
+    assert Backpressure(task_name="train", max_ahead=0).params()["max_ahead"] == "0", "max_ahead 0 is a bound"
+
+
 def test_backpressure_refused_put_does_not_block_reads(d: HttpDispatch, qname: str) -> None:
     # A trainer holding one handle: a put refused by back-pressure stays buffered, but
     # the handle's reads go on, and the read that frees room lets the next flush go.

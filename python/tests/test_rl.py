@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lakeshore import HttpDispatch, InvalidError, Scope, run_worker
+from lakeshore import HttpDispatch, InvalidError, Scope, run_worker, udf
 from lakeshore.data import WEIGHT_VERSION, Backpressure, KVInterface, Queue
 from lakeshore.rl import Policy, RolloutPool, Weights, rollout
 from tests.conftest import PLANES, Planes, Server
@@ -138,6 +138,34 @@ def test_a_retried_rollout_does_not_put_its_records_twice(d: HttpDispatch, qname
         return await q.get(100)
 
     assert [r["i"] for r in run(read())] == [0, 1, 2, 3, 4]
+
+
+def test_rollouts_called_inline_by_another_job_write_every_record(d: HttpDispatch, qname: str, tmp_path: Path) -> None:
+    # A job of another queue that calls a rollout inline twice (UDF.__call__ runs it here):
+    # the put ids of a rollout job's own puts (rollout.{job id}.{k}) were taken from the
+    # running job whatever it was, so both calls put under rollout.{driver job}.0 and the
+    # second was answered with the first's index: its record was never written, and the
+    # call reported it put.
+    store = Scope(qname, store=str(tmp_path))
+
+    @rollout(queue=f"{qname}-jobs", data_queue=f"{qname}-traj", dispatch=d, scope=store)
+    def play(policy: Policy, seed: int) -> Iterator[dict[str, Any]]:
+        yield {"seed": seed}
+
+    @udf(queue=f"{qname}-drive", dispatch=d)
+    def drive() -> list[Any]:
+        return [play(seed=1), play(seed=2)]
+
+    q = Queue(f"{qname}-traj", dispatch=d)
+    run(Weights(q, store).publish(0, b"w"))
+    inv = drive.submit()
+    assert run_worker(d, queues=[drive], once=True, wait=10) == 1
+    assert drive.queue(d).result(inv, timeout=10) == [{"records": 1, "weight_version": 0}] * 2
+
+    async def read() -> Any:
+        return await q.get(100)
+
+    assert sorted(r["seed"] for r in run(read())) == [1, 2]
 
 
 _SELF_KILLING_ROLLOUT = """

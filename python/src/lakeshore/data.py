@@ -267,6 +267,20 @@ class BatchMeta:
     fields: list[Mapping[str, Any]] = dataclasses.field(default_factory=list)
 
 
+def _check_meta(name: str, meta: Any) -> None:
+    """Refuse, before anything is sent, a ``meta`` argument that is not a :class:`BatchMeta`
+    (:meth:`Reader.commit`, :meth:`Reader.get_data`): before, ``commit(None)`` raised
+    AttributeError from inside the call."""
+    if not isinstance(meta, BatchMeta):
+        hint = " (pass its .meta)" if isinstance(meta, Batch) else ""
+        raise errors.InvalidError(
+            f"invalid {name} {meta!r:.80}: want the BatchMeta of a read (get_meta's answer, or a Batch's .meta){hint}",
+            field=name,
+            value=meta,
+            rule="a BatchMeta from get_meta, or the .meta of a Batch from get_batch",
+        )
+
+
 class Batch(dict[str, Any]):
     """Columns by field name (numpy arrays, or torch tensors with ``format="torch"``), with
     ``global_indexes`` (a numpy int64 array), ``meta`` (the :class:`BatchMeta`) and ``table``
@@ -752,14 +766,15 @@ class Backpressure:
         max_unconsumed: at most this many unconsumed records (None or 0: no bound);
             an integer ≥ 0, needing ``task_name`` when > 0.
         max_ahead: at most this many versions ahead (None: no bound); an integer ≥ 0.
+            One of the two bounds is required: a Backpressure bounding nothing is refused.
         on_full: ``"reject"`` (QueueFullError at once) or ``"block"`` (the put waits for
             the trainer to consume or advance the version, up to ``timeout``).
         timeout: seconds a blocked put waits, > 0 (default 30).
 
     Raises:
         InvalidError: when made with a bad field (an unknown ``on_full``, a negative
-            bound, ``max_unconsumed`` without ``task_name``, a ``timeout`` that is not
-            seconds > 0), naming it.
+            bound, ``max_unconsumed`` without ``task_name``, no bound at all, a
+            ``timeout`` that is not seconds > 0), naming it.
     """
 
     task_name: str | None = None
@@ -794,6 +809,16 @@ class Backpressure:
                 field="task_name",
                 value=self.task_name,
                 rule="a task name, with max_unconsumed",
+            )
+        if not self.max_unconsumed and self.max_ahead is None:
+            # As Go's persist.CheckAdmission: a Backpressure bounding nothing admitted every
+            # put, so a task_name given without its bound held nothing back, silently.
+            raise errors.InvalidError(
+                f"invalid max_unconsumed {self.max_unconsumed!r}: back-pressure needs a bound: max_unconsumed > 0 "
+                "(with task_name, the trainer's task) and/or max_ahead ≥ 0 (for none, pass no Backpressure)",
+                field="max_unconsumed",
+                value=self.max_unconsumed,
+                rule="max_unconsumed > 0 and/or max_ahead ≥ 0",
             )
         out: dict[str, str] = {}
         if self.task_name is not None:
@@ -1864,6 +1889,7 @@ class Reader:
         of one dtype and shape; see ``zerocopy_mode``), of torch tensors sharing that memory
         with ``format="torch"``, or a ``tensordict.TensorDict`` with
         ``format="tensordict"``."""
+        _check_meta("meta", meta)
         _check_format(format)
         answers = []
         for lo, hi in _parts(len(meta.global_indexes)):  # at most 10,000 indexes a request
@@ -1941,6 +1967,7 @@ class Reader:
         """Consume a batch read with ``lease=`` (after the optimizer step): it is never
         handed to the task again. A trainer killed before committing gets the batch back
         once its lease expires."""
+        _check_meta("meta", meta)
         await self.queue.mark_consumed(meta.task_name, meta.global_indexes, meta.partition_id)
 
     async def get(self, limit: int = 100, partition_id: str | None = None) -> list[dict[str, Any]]:

@@ -44,6 +44,7 @@ See docs/python.md ("Rollouts as jobs") and examples/rl/.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import functools
 import inspect
@@ -63,6 +64,10 @@ from lakeshore.scopes import Scope
 from lakeshore.worker import UDF, JobStopped, _running_job, udf
 
 __all__ = ["Policy", "Weights", "rollout", "RolloutPool"]
+
+# The job whose rollout put ids (rollout.{job id}.{k}) a rollout's run has taken in this
+# context: only the first run of a rollout in its own job's attempt takes them (see body).
+_put_ids_taken: contextvars.ContextVar[Any] = contextvars.ContextVar("lakeshore_rollout_put_ids_taken", default=None)
 
 _HELD_POLL = 1.0  # seconds: the longest one wait of a rollout's put held by back-pressure
 
@@ -205,7 +210,9 @@ def rollout(
     before the ack) is answered with its indexes, not written again; a repeat of another
     record count (an ``fn`` whose output varies) is refused by the server and taken as
     done, the earlier attempt's records standing. Put ids are kept 10 minutes
-    (``PutIDRetention``): a later retry writes again.
+    (``PutIDRetention``): a later retry writes again. Only the worker's run of a job of
+    the rollout's own queue takes these ids: a rollout called inline (by a job of another
+    queue, or a second time within one job) puts with random ids, as outside a worker.
 
     Raises:
         InvalidError: a ``fn`` that is not a generator function, or one without a first
@@ -242,7 +249,7 @@ def rollout(
                 rule="a generator function fn(policy, **kwargs)",
             )
 
-        async def produce(kwargs: dict[str, Any]) -> dict[str, Any]:
+        async def produce(kwargs: dict[str, Any], job: Any) -> dict[str, Any]:
             # The worker stops a killed job's body by raising JobStopped in its thread. Here
             # the thread runs this event loop, and the exception may land in one of the
             # loop's callbacks, which asyncio logs and swallows: such a landing cancels
@@ -265,7 +272,6 @@ def rollout(
                 partition_id=partition_id,
                 backpressure=held,
             )
-            job = _running_job.get()
             if job is not None:
                 # Batch k of every attempt of this job has the put id rollout.{job id}.{k}:
                 # a batch an earlier attempt wrote (its worker killed after the put, or
@@ -310,10 +316,25 @@ def rollout(
                     # That batch was dropped; the next flush sends the rest.
             return {"records": n, "weight_version": policy.version}
 
+        name = queue or str(getattr(f, "__name__", "rollout"))
+
+        def own_job() -> Any:
+            # The job whose id names this run's puts: the running job when it is one of this
+            # rollout's queue and no run of it took its ids yet in this attempt (the worker's
+            # call of this body). Any other run (the rollout called inline by a job of another
+            # queue, or twice by one) keeps random put ids: ids from the running job would
+            # repeat those of the other run, and its records would be answered with the
+            # other run's indexes and never written.
+            job = _running_job.get()
+            if job is None or job.queue != name or _put_ids_taken.get() is job:
+                return None
+            _put_ids_taken.set(job)
+            return job
+
         @functools.wraps(f)
         def body(**kwargs: Any) -> dict[str, Any]:
             try:
-                return asyncio.run(produce(kwargs))
+                return asyncio.run(produce(kwargs, own_job()))
             except asyncio.CancelledError:
                 raise JobStopped("the rollout was stopped") from None
 
@@ -321,7 +342,7 @@ def rollout(
         del body.__wrapped__  # inspect.signature must see the payload's parameters only
         bound: UDF[Any, Any] = udf(
             body,
-            queue=queue or str(getattr(f, "__name__", "rollout")),
+            queue=name,
             dispatch=dispatch,
             max_attempts=max_attempts,
             attempt_timeout=attempt_timeout,
