@@ -354,13 +354,17 @@ func NewWorker(d *Dispatch, handlers []Handler, opts *WorkerOptions) (*Worker, e
 		}
 		w.bindings = append(w.bindings, &binding{q: q, fn: fn})
 	}
-	// One claim per namespace and claim order, over all of its queues.
+	// One claim per namespace and claim order, over its queues: at most
+	// plane.ClaimQueuesLimit of them a claim (the plane refuses more), so a worker of more
+	// queues of one order has one claim per group of them, taken in turn. Before
+	// 2026-12-07 one claim named every queue, and a worker of more than 64 was refused at
+	// every claim.
 	byClaim := map[[3]string]*claimGroup{}
 	for _, b := range w.bindings {
 		o := b.q.opts
 		k := [3]string{o.Namespace, string(o.Kind), strconv.FormatFloat(o.Temperature, 'g', -1, 64)}
 		g := byClaim[k]
-		if g == nil {
+		if g == nil || len(g.bindings) == plane.ClaimQueuesLimit {
 			g = &claimGroup{byQueue: map[string]*binding{}}
 			byClaim[k] = g
 			w.groups = append(w.groups, g)

@@ -246,6 +246,39 @@ func TestRunWorker(t *testing.T) {
 		}
 	})
 
+	t.Run("MoreQueuesThanOneClaimNames", func(t *testing.T) {
+		t.Parallel()
+		// A claim names at most plane.ClaimQueuesLimit queues (the plane refuses more): a
+		// worker of 150 queues of one order claims them in groups, and takes the job of the
+		// last. Before, its one claim named all 150 and was refused at every turn.
+		_, d, spy := setupWorker(t)
+		names := make([]string, 150)
+		handlers := make([]lakeshore.Handler, len(names))
+		var ran atomic.Int64
+		for i := range names {
+			names[i] = fmt.Sprintf("q%03d", i)
+			handlers[i] = lakeshore.Handle(names[i], func(ctx context.Context, job *lakeshore.Job) (any, error) {
+				if job.Queue != names[len(names)-1] {
+					return nil, fmt.Errorf("job %s of queue %s: no work was submitted there", job.ID, job.Queue)
+				}
+				ran.Add(1)
+				return nil, nil
+			})
+		}
+		last, err := d.Queue(names[len(names)-1], nil)
+		require.NoError(t, err)
+		ids := submitN(t, last, 1, nil)
+		require.NoError(t, waitDone(t, runWorker(t, t.Context(), d, handlers, &lakeshore.WorkerOptions{MaxJobs: 1})))
+		require.EqualValues(t, 1, ran.Load())
+		require.Equal(t, lakeshore.StateSucceeded, state(t, last, ids[0]).State)
+		spy.mu.Lock()
+		defer spy.mu.Unlock()
+		require.NotEmpty(t, spy.claimQueues)
+		for _, qs := range spy.claimQueues {
+			require.LessOrEqual(t, len(qs), plane.ClaimQueuesLimit, "a claim names at most the limit")
+		}
+	})
+
 	t.Run("SequentialAcksAndClaimsInOneCall", func(t *testing.T) {
 		t.Parallel()
 		// Seven is re-queued with an hour's backoff: under the default (one second) a slow

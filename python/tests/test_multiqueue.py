@@ -122,3 +122,37 @@ def test_a_hot_queue_does_not_starve_a_cold_one(dispatch: HttpDispatch, qname: s
     # Each claim tries the other queue first: the cold jobs take turns with the hot ones
     # instead of waiting until the hot queue runs dry.
     assert [i for i, q in enumerate(order) if q == "cold"][-1] < 8, order
+
+
+def test_a_worker_of_more_queues_than_one_claim_names_claims_them_in_groups(
+    dispatch: HttpDispatch, qname: str, claims: list[tuple[str, list[str]]]
+) -> None:
+    # A claim names at most 64 queues (the plane refuses more: Go plane.ClaimQueuesLimit).
+    # Before 2026-12-07 a worker of more queues of one claim order sent them all in one
+    # claim, refused every time, in a loop that took nothing and never returned: a process
+    # of more than 64 @udf functions could not run a worker (the seed page's
+    # run_worker(q, once=True), which serves every @udf of the process, hung).
+    names = [f"{qname}-{i}" for i in range(150)]
+    ran: list[str] = []
+    SyncQueue(names[-1], dispatch=dispatch).submit(7)
+    got: list[int] = []
+
+    def run() -> None:
+        got.append(
+            run_worker(
+                dispatch,
+                queues={n: (lambda x, n=n: ran.append(f"{n} {x}")) for n in names},
+                once=True,
+                wait=30.0,
+                handle_signals=False,
+            )
+        )
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(60)  # a bound on a failure (the old worker never returned), not a wait
+    assert not t.is_alive(), "the worker of 150 queues never returned"
+    assert got == [1] and ran == [f"{names[-1]} 7"]
+    named = [sorted([p.split("/")[-2], *qs]) for p, qs in claims]
+    assert all(len(group) <= 64 for group in named), [len(g) for g in named]
+    assert sorted({q for group in named for q in group}) == sorted(names)  # every queue claimed from

@@ -536,6 +536,10 @@ def _refuses_outright(e: errors.DispatchError) -> bool:
     )
 
 
+CLAIM_QUEUES_LIMIT = 64
+"""The most queues one claim may name (Go ``plane.ClaimQueuesLimit``; the plane refuses more)."""
+
+
 def _refuses_offers(e: errors.DispatchError) -> bool:
     """Whether ``e`` is the server's refusal of the worker's offers or warm host keys."""
     field = getattr(e, "field", "") or ""
@@ -579,15 +583,21 @@ class _Worker:
         self.cores = {
             name: QueueCore(name, dispatch, queue_kinds.get(name, "fifo"), 1.0, lease_ttl) for name in handlers
         }
-        # One claim per claim order over all of its queues: it waits on them at once and
-        # takes from whichever has work first, fair across them (the claim's ``queues``).
-        # Its core holds the jobs it claims, whichever queue they come from.
-        by_kind: dict[str, QueueCore] = {}
+        # One claim per claim order over its queues: it waits on them at once and takes
+        # from whichever has work first, fair across them (the claim's ``queues``), at most
+        # CLAIM_QUEUES_LIMIT queues a claim (the plane refuses more), so a worker of more
+        # queues of one order has one claim per group of them, taken in turn. Its core
+        # holds the jobs it claims, whichever queue they come from. Before 2026-12-07 one
+        # claim named every queue: a process of more than 64 @udf functions ran a worker
+        # whose every claim was refused, in a loop that took nothing and never returned.
+        by_kind: dict[str, list[QueueCore]] = {}
         for name, core in self.cores.items():
-            first = by_kind.setdefault(core.kind, core)
-            if first is not core:
-                first.also.append(name)
-        self.claimers = list(by_kind.values())
+            groups = by_kind.setdefault(core.kind, [])
+            if groups and len(groups[-1].also) + 1 < CLAIM_QUEUES_LIMIT:
+                groups[-1].also.append(name)
+            else:
+                groups.append(core)
+        self.claimers = [core for groups in by_kind.values() for core in groups]
         self.offers = _placement("offers", offers) if offers else None
         self.warm_given = list(warm_host_keys)
         for core in self.claimers:
@@ -949,7 +959,12 @@ class _Worker:
                         if self.exit_when_idle:
                             wait = 0.0  # an empty answer is what tells it is idle
                         elif self.once:
+                            # Several claims (claim orders, groups of queues) are taken in
+                            # turn: each waits briefly, so a job on another's queues is not
+                            # held back for the whole wait.
                             wait = max(0.0, deadline - time.monotonic())
+                            if len(claimers) > 1:
+                                wait = min(wait, 0.5)
                         else:
                             wait = 5.0 if len(claimers) == 1 else 0.5
                         claim = asyncio.ensure_future(self._claim(core, wait))
