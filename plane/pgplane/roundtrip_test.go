@@ -77,13 +77,22 @@ func trippedDriver(t testing.TB) (*Driver, *roundTrips) {
 		}
 		return &tripConn{Conn: c, trips: trips}, nil
 	}
+	d, _ := poolDriver(t, pc)
+	return d, trips
+}
+
+// poolDriver opens a driver on a pool of pc, both closed when t ends: polling only (no
+// listening connection) and no maintenance beat, so that the test's calls are all the
+// pool's connections carry.
+func poolDriver(t testing.TB, pc *pgxpool.Config) (*Driver, *pgxpool.Pool) {
+	t.Helper()
 	pool, err := pgxpool.NewWithConfig(t.Context(), pc)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	d, err := New(pool, &Config{MaintenanceInterval: time.Hour, PollOnly: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { d.Close() })
-	return d, trips
+	return d, pool
 }
 
 // TestRoundTripsPerTransaction counts the round trips of a plane's transactions, their
@@ -295,13 +304,7 @@ func oneConnDriver(t *testing.T) (*Driver, *pgxpool.Pool) {
 	pc, _, err := ParseURL(pgtest.Database(t), nil)
 	require.NoError(t, err)
 	pc.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(t.Context(), pc)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	d, err := New(pool, &Config{MaintenanceInterval: time.Hour, PollOnly: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { d.Close() })
-	return d, pool
+	return poolDriver(t, pc)
 }
 
 // submitN submits n jobs to default/q.
