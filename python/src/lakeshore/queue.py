@@ -676,8 +676,16 @@ def encode_value(what: str, value: Any) -> bytes:
     return data
 
 
-def decode_value(what: str, data: Any) -> Any:
-    """Decode a value from an answer; a value that does not decode is an InvalidError."""
+class _UndecodablePayloadError(errors.InvalidError):
+    """A claimed job's payload that does not decode here (an :class:`~lakeshore.errors.InvalidError`
+    with code ``invalid``): raised by this client, not a refusal of the server, so a
+    worker fails that one job and claims on, whereas an ``invalid`` answer of the server to
+    its claim refuses every claim alike and stops the worker (docs/python.md)."""
+
+
+def decode_value(what: str, data: Any, error: type[errors.InvalidError] = errors.InvalidError) -> Any:
+    """Decode a value from an answer; a value that does not decode is an InvalidError
+    (of class ``error``)."""
     if data is None:
         return None
     if not isinstance(data, (bytes, bytearray)):
@@ -700,9 +708,7 @@ def decode_value(what: str, data: Any) -> Any:
                 "the stored bytes are not one valid wire value (truncated or corrupt): the writer sent bytes "
                 "of its own instead of a value encoded by a Lakeshore SDK (docs/wire.md)"
             )
-        raise errors.InvalidError(
-            f"{what} does not decode ({e}); {fix}", field=what, rule="a valid wire value (docs/wire.md)"
-        ) from e
+        raise error(f"{what} does not decode ({e}); {fix}", field=what, rule="a valid wire value (docs/wire.md)") from e
 
 
 def _error_info(error: BaseException | str | None, attempt: int) -> dict[str, Any]:
@@ -1649,7 +1655,7 @@ class QueueCore:
         """The Job of a claimed job's fields (its payload decoded; held here).
 
         Raises:
-            errors.InvalidError: the payload does not decode (the invocation is failed)."""
+            _UndecodablePayloadError: the payload does not decode (the invocation is failed)."""
         return await self._job(d)
 
     async def release_job(self, job: Job | None) -> None:
@@ -1688,17 +1694,17 @@ class QueueCore:
         here); any thread, no request.
 
         Raises:
-            errors.InvalidError: the payload does not decode (nothing is held nor failed:
-                :meth:`job_from` fails it)."""
+            _UndecodablePayloadError: the payload does not decode (nothing is held nor
+                failed: :meth:`job_from` fails it)."""
         job = self._unheld_job(d)
-        job.payload = decode_value(f"payload of {job.id}", d.get("payload"))
+        job.payload = decode_value(f"payload of {job.id}", d.get("payload"), _UndecodablePayloadError)
         self.held[job.id] = job
         return job
 
     async def _job(self, d: Mapping[str, Any]) -> Job:
         try:
             return self.claimed_job(d)
-        except errors.InvalidError as e:
+        except _UndecodablePayloadError as e:
             # A payload no run can read: fail the invocation now rather than retry it.
             with contextlib.suppress(errors.DispatchError):
                 await self.settle(self._unheld_job(d), "failed", None, {"type": "invalid_payload", "message": str(e)})

@@ -49,6 +49,7 @@ import inspect
 import logging
 import os
 import queue as stdqueue
+import random
 import signal
 import socket
 import threading
@@ -73,6 +74,7 @@ from lakeshore.queue import (
     _lease_deadline,
     _lease_ends_before_next_beat,
     _placement,
+    _UndecodablePayloadError,
     encode_value,
 )
 
@@ -517,13 +519,34 @@ def _offers_or_env(offers: Mapping[str, Any] | str | None) -> Mapping[str, Any] 
     return offers
 
 
-def _raise_refused_offers(e: errors.InvalidError) -> None:
-    """Re-raise the server's refusal of the worker's offers (field ``offers.gpus``, …): every
-    claim would be refused alike, so it fails the worker instead of being taken for a
-    payload that does not decode (which the claim has failed already) and retried in a
-    loop that takes nothing."""
-    if _refuses_offers(e):
-        raise e
+def _claim_refused(e: errors.DispatchError) -> bool:
+    """Whether ``e``, a claim's error, refuses every claim of this worker alike, so it
+    stops the worker (raised from run_worker) rather than be retried: the token may not
+    consume here or is refused (forbidden, unauthorized), or the server refused the claim
+    as invalid (its queue names, worker id, lease, offers, …: the next claim would send
+    the same). A payload that does not decode here is not a refusal: that job is failed
+    and the worker claims on. Go's ``Worker.claimLoop`` stops on the same errors."""
+    if isinstance(e, _UndecodablePayloadError):
+        return False
+    return isinstance(e, (errors.ForbiddenError, errors.UnauthorizedError, errors.InvalidError))
+
+
+CLAIM_RETRY_MIN = 0.25
+"""The first wait (seconds) before a worker claims again after a claim failed for a
+transient reason (the server unreachable, busy, stopping; Go ``claimRetryMin``)."""
+
+CLAIM_RETRY_MAX = 10.0
+"""The longest wait (seconds) between a worker's claims while they keep failing (Go
+``claimRetryMax``)."""
+
+
+def _claim_retry_delay(failures: int) -> float:
+    """The wait before the next claim after ``failures`` (≥ 1) claims in a row failed for a
+    transient reason: CLAIM_RETRY_MIN doubled per failure up to CLAIM_RETRY_MAX, of which
+    a random half (jitter: workers that failed together do not come back together). Go's
+    ``claimRetryDelay``."""
+    full = min(CLAIM_RETRY_MAX, CLAIM_RETRY_MIN * 2.0 ** min(max(failures, 1) - 1, 32))
+    return full / 2 + random.random() * full / 2
 
 
 def _refuses_outright(e: errors.DispatchError) -> bool:
@@ -917,6 +940,7 @@ class _Worker:
         deadline = time.monotonic() + self.wait
         pending: _Pending | None = None
         ready: Job | None = None  # claimed by the body's thread with the last job's settle
+        failures = 0  # long-poll claims failed in a row for a transient reason (backoff)
         job: Job | None
         try:
             while not self.draining:
@@ -946,8 +970,10 @@ class _Worker:
                             job = await self._settle_and_claim(core, settled, claim=not self.draining)
                             got = job is not None
                         except errors.DispatchError as e:
-                            if isinstance(e, errors.InvalidError):
-                                _raise_refused_offers(e)
+                            if _claim_refused(e):
+                                log.error("lakeshore worker: claim from %s refused, the worker stops: %s", name, e)
+                                raise
+                            if isinstance(e, _UndecodablePayloadError):
                                 continue  # a payload that does not decode: failed already
                             job = None
                         finally:
@@ -978,24 +1004,35 @@ class _Worker:
                                 return
                             raise
                         except errors.DispatchError as e:
-                            if isinstance(e, errors.InvalidError):
-                                _raise_refused_offers(e)
+                            if isinstance(e, _UndecodablePayloadError):
+                                failures = 0
                                 continue  # a payload that does not decode: failed by claim() already
                             if e.code == "closed":
                                 return  # the dispatch was closed: nothing more to claim
-                            if isinstance(e, (errors.ForbiddenError, errors.UnauthorizedError)):
-                                # The token may not consume here, or the server refuses it:
-                                # every claim would be refused alike. Fail the worker, as
-                                # Go's does, rather than retry every second for ever (with
-                                # once=True too, which then never returned).
+                            if _claim_refused(e):
+                                # Every claim would be refused alike: fail the worker, as
+                                # Go's does, rather than claim again (at once, for ever).
+                                log.error("lakeshore worker: claim from %s refused, the worker stops: %s", name, e)
                                 raise
-                            log.warning("lakeshore worker: claim from %s failed: %s", name, e)
-                            await asyncio.sleep(1.0)
+                            failures += 1
+                            delay = _claim_retry_delay(failures)
+                            log.warning("lakeshore worker: claim from %s failed (claiming again in %.2f s): %s", name, delay, e)
+                            retry = asyncio.ensure_future(asyncio.sleep(delay))
+                            self.claims.add(retry)  # a drain cancels the wait with the claims
+                            try:
+                                await retry
+                            except asyncio.CancelledError:
+                                if self.draining:
+                                    return
+                                raise
+                            finally:
+                                self.claims.discard(retry)
                             continue
                         finally:
                             self.claims.discard(claim)
                             self.claiming -= 1
                             self._resolve(got)
+                        failures = 0
                         if job is None:
                             if self.exit_when_idle:
                                 if await self._drained(index):
@@ -1024,8 +1061,9 @@ class _Worker:
                             raise ran.answer
                         ready = await self._turn_answered(core, ran.settled, ran.answer)
                     except errors.DispatchError as e:
-                        if isinstance(e, errors.InvalidError):
-                            _raise_refused_offers(e)  # else a payload that does not decode: failed already
+                        if _claim_refused(e):  # else a payload that does not decode: failed already
+                            log.error("lakeshore worker: claim from %s refused, the worker stops: %s", name, e)
+                            raise
                     ran = None
                 pending = ran
                 if self.once:
