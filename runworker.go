@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -770,6 +771,7 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 	// longer due, the job no longer held): an idle worker stops only when a claim made
 	// after an empty check comes back empty too.
 	checkedEmpty := false
+	failures := 0 // claims failed in a row for a transient reason (claimRetryDelay)
 	for ctx.Err() == nil {
 		select {
 		case w.slots <- struct{}{}:
@@ -822,13 +824,16 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 				stopClaiming(err)
 				return
 			}
-			w.o.Logger.WarnContext(ctx, "claim failed", logKeyQueue, g.name(), logKeyError, err)
+			failures++
+			delay := claimRetryDelay(failures)
+			w.o.Logger.WarnContext(ctx, "claim failed", logKeyQueue, g.name(), logKeyError, err, "retry_in", delay)
 			select {
 			case <-ctx.Done():
-			case <-time.After(claimRetryDelay):
+			case <-time.After(delay):
 			}
 			continue
 		}
+		failures = 0
 		if len(jobs) == 0 {
 			if w.o.ExitWhenIdle && w.idle(g, true) {
 				empty, err := w.queuesEmpty(ctx)
@@ -872,12 +877,27 @@ func (w *Worker) claimLoop(ctx, runCtx context.Context, stopClaiming context.Can
 
 // Delays of the claim loop.
 const (
-	claimRetryDelay = time.Second
-	idlePoll        = 50 * time.Millisecond
+	// claimRetryMin and claimRetryMax bound the wait before claiming again after a claim
+	// failed for a transient reason (claimRetryDelay); the Python worker's
+	// CLAIM_RETRY_MIN and CLAIM_RETRY_MAX.
+	claimRetryMin = 250 * time.Millisecond
+	claimRetryMax = 10 * time.Second
+	idlePoll      = 50 * time.Millisecond
 	// exitIdlePoll is how often an ExitWhenIdle worker whose claims come back empty while
 	// jobs are queued (not claimable yet) claims and counts again.
 	exitIdlePoll = 200 * time.Millisecond
 )
+
+// claimRetryDelay is the wait before the next claim after failures (≥ 1) claims in a row
+// failed for a transient reason (the plane unreachable, busy, stopping): claimRetryMin
+// doubled per failure up to claimRetryMax, of which a random half to all (jitter: workers
+// that failed together do not come back together). The Python worker's
+// _claim_retry_delay.
+func claimRetryDelay(failures int) time.Duration {
+	full := claimRetryMin << min(max(failures, 1)-1, 16)
+	full = min(full, claimRetryMax)
+	return full/2 + rand.N(full/2+1)
+}
 
 // queuesEmpty reports whether no queue the worker serves has a job due now that only a
 // concurrency key keeps from being claimed: held back by the key's rate limit (or a

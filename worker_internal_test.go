@@ -154,3 +154,20 @@ func TestHandedBackForgottenWhenClaimedAgain(t *testing.T) {
 	require.Equal(t, 2, runs)
 	require.Equal(t, 0, entries, "the entry of %s ended with its new claim", id)
 }
+
+// TestClaimRetryDelay: after a claim failed for a transient reason the worker waits a
+// bounded exponential backoff with jitter (the Python worker's rule), never a fixed
+// second nor a hot loop: a random half to all of claimRetryMin doubled per failure in a
+// row, at most claimRetryMax.
+func TestClaimRetryDelay(t *testing.T) {
+	for n := 1; n < 80; n++ {
+		full := min(claimRetryMin*time.Duration(1<<min(n-1, 30)), claimRetryMax)
+		for range 20 {
+			d := claimRetryDelay(n)
+			require.GreaterOrEqual(t, d, full/2, "failure %d", n)
+			require.LessOrEqual(t, d, full, "failure %d", n)
+		}
+	}
+	require.LessOrEqual(t, claimRetryDelay(1<<40), claimRetryMax)
+	require.GreaterOrEqual(t, claimRetryDelay(0), claimRetryMin/2)
+}
