@@ -34,6 +34,12 @@ import httpx
 KEEPALIVE_EXPIRY = 5.0
 """Seconds an idle connection is kept for reuse (httpx's default ``keepalive_expiry``)."""
 
+IDLE_MAX = 64
+"""The most idle connections a :class:`Pool` keeps for reuse (httpx's
+``max_keepalive_connections`` of one pool): a connection put back past that is closed, so a
+burst of a thousand long-polls (concurrent waits) leaves at most this many sockets open
+once it is over, not a thousand."""
+
 _MAX_HEAD = 64 << 10
 """The most bytes of status line and headers an answer may have."""
 
@@ -370,13 +376,18 @@ class Pool:
     Callers bound the exchanges in flight themselves (the transport's semaphores); the
     pool opens a connection when none is idle."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, endpoint: Endpoint) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, endpoint: Endpoint, idle_max: int = IDLE_MAX) -> None:
         self.loop = loop
         self._endpoint = endpoint
+        self._idle_max = idle_max
         # Idle connections in the order they were put back (a dict as an ordered set: the
         # newest is reused first, a lost one leaves in O(1)).
         self._idle: dict[_Connection, None] = {}
         self._busy: set[_Connection] = set()
+        # The timer that closes idle connections once they expire (one per pool, set while
+        # any is idle): an idle pool holds no socket past KEEPALIVE_EXPIRY.
+        self._sweep: asyncio.TimerHandle | None = None
+        self.closed = False
 
     def _lost(self, conn: _Connection) -> None:
         self._idle.pop(conn, None)
@@ -409,12 +420,33 @@ class Pool:
         return None
 
     def _checkin(self, conn: _Connection) -> None:
+        if self.closed:
+            conn.close()  # an exchange that ended after close(): nothing is kept
+            return
         now = self.loop.time()
         conn.idle_since = now
         self._idle[conn] = None
-        # The oldest idle connection, once expired, is closed now rather than when reached.
+        # The oldest idle connection, once expired or past IDLE_MAX, is closed now.
         oldest = next(iter(self._idle))
-        if now - oldest.idle_since > KEEPALIVE_EXPIRY:
+        if now - oldest.idle_since > KEEPALIVE_EXPIRY or len(self._idle) > self._idle_max:
+            self._idle.pop(oldest, None)
+            oldest.close()
+        if self._sweep is None:
+            self._sweep = self.loop.call_later(KEEPALIVE_EXPIRY, self._expire)
+
+    def _expire(self) -> None:
+        """Close the idle connections past KEEPALIVE_EXPIRY; look again when the oldest
+        left expires."""
+        self._sweep = None
+        now = self.loop.time()
+        idle = self._idle
+        while idle:
+            oldest = next(iter(idle))
+            left = oldest.idle_since + KEEPALIVE_EXPIRY - now
+            if left > 0:
+                self._sweep = self.loop.call_later(left, self._expire)
+                return
+            idle.pop(oldest, None)
             oldest.close()
 
     async def request(
@@ -496,10 +528,24 @@ class Pool:
         waiter.set_exception(httpx.ReadTimeout(f"no answer within {timeout:g} s"))
 
     def close(self) -> None:
-        """Close every connection (exchanges in progress fail)."""
+        """Close every connection (exchanges in progress fail); a connection put back
+        later is closed, not kept. On the pool's loop."""
+        self.closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         for conn in list(self._idle) + list(self._busy):
             conn.close()
         self._idle.clear()
+
+    def drop(self) -> None:
+        """Forget every connection of a pool whose loop is closed (no transport can be
+        closed there any more: each socket is closed when its transport is collected);
+        any thread."""
+        self.closed = True
+        self._sweep = None
+        self._idle.clear()
+        self._busy.clear()
 
 
 class _BlockingConnection(_Parser):

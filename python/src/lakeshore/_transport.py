@@ -720,6 +720,19 @@ def unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False)
 
 
+def _close_on_its_loop(pool: _http11.Pool) -> None:
+    """Close a lean pool replaced by one of another loop: on its own loop while that runs;
+    a closed loop can no longer close its transports, so its connections are only dropped
+    (each socket is closed when its transport is collected)."""
+    if pool.loop.is_closed():
+        pool.drop()
+        return
+    try:
+        pool.loop.call_soon_threadsafe(pool.close)
+    except RuntimeError:  # closed meanwhile
+        pool.drop()
+
+
 class _Server:
     """One server of a transport: its URL and its connection pools (made on first use, in
     the process and on the loop that use them)."""
@@ -795,6 +808,8 @@ class _Server:
         loop = asyncio.get_running_loop()
         pool = self._hot
         if pool is None or pool.loop is not loop or self._hot_pid != os.getpid():
+            if pool is not None and self._hot_pid == os.getpid():
+                _close_on_its_loop(pool)
             pool = self._hot = _http11.Pool(loop, self.endpoint())
             self._hot_slots = (
                 asyncio.Semaphore(_SHORT_POOL_CONNECTIONS),
