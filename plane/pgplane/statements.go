@@ -87,9 +87,7 @@ const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AN
 // concurrency keys ready at $4 (claimable rows below the limit, not held back), leaving
 // out the keys of $3, and the head (in order) of each one's claimable rows: one row per
 // key, its name, token bucket and head, the head's columns NULL when another transaction
-// holds it. The ready index holds no turn since migration 0021 (a start rewrites its key's
-// row in place), so the statement reads every ready key of the queue and sorts them: O(ready
-// keys of the queue) a claim round.
+// holds it.
 func keyTurns(order string) string {
 	return `SELECT k.concurrency_key, k.tokens, k.tokens_ms, h.* FROM (SELECT concurrency_key, tokens, tokens_ms, pass, joined
 		FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2 AND ready AND next_ms <= $4
