@@ -80,7 +80,7 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string, create boo
 			return nil, fmt.Errorf("open data queue %s: %w", name, err)
 		}
 		cfg.URL = target
-	case lakestore.IsCatalogURL(target):
+	case plane.IsPostgresURL(target):
 		cfg.Dir = target // the distributed store (lakestore.Driver, given to persist.Open below)
 	default:
 		dir := o.dir
