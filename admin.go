@@ -47,6 +47,37 @@ func (d *Dispatch) QueueStats(ctx context.Context, namespace string) ([]QueueSta
 	return d.drv.QueueStatsList(ctx, namespace)
 }
 
+// Unplaceable is one queue's queued work that no live worker can place (an alias of
+// plane.Unplaceable): jobs with a requirement no live worker of the queue offers.
+type Unplaceable = plane.Unplaceable
+
+// Unplaceable returns, per queue of namespace ("" for every namespace the caller may see),
+// the queued jobs with a requirement that no live registered worker of the queue offers
+// (plane.UnplaceableWork): they wait, since a worker without offers never takes them
+// (docs/fabric.md). It reads the demand counters (Driver.DemandList) and the registry
+// (Driver.WorkerList), never the jobs themselves, and nothing on the claim path. Queues
+// whose work every shape can be placed are left out. Errors: *InvalidError for a bad
+// namespace name; the planes' errors of the two reads.
+func (d *Dispatch) Unplaceable(ctx context.Context, namespace string) ([]Unplaceable, error) {
+	if namespace != "" {
+		if err := plane.ValidateNamespace(namespace); err != nil {
+			return nil, err
+		}
+	}
+	demand, err := d.drv.DemandList(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	if len(demand) == 0 {
+		return nil, nil
+	}
+	workers, err := d.drv.WorkerList(ctx, &plane.WorkerListParams{Namespace: namespace})
+	if err != nil {
+		return nil, err
+	}
+	return plane.UnplaceableWork(demand, workers), nil
+}
+
 // WorkersOptions configure Dispatch.Workers. A nil *WorkersOptions means all defaults.
 type WorkersOptions struct {
 	// AllNamespaces lists the workers of every namespace instead of the Dispatch's.

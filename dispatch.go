@@ -152,7 +152,7 @@ func openDriver(ctx context.Context, target string, c Config) (plane.Driver, err
 	if err != nil {
 		return nil, err
 	}
-	if isPostgres(path) {
+	if plane.IsPostgresURL(path) {
 		var pc pgplane.Config
 		if c.Postgres != nil {
 			pc = *c.Postgres
@@ -246,18 +246,15 @@ func isHTTP(path string) bool {
 	return m != nil && (strings.EqualFold(m[1], "http") || strings.EqualFold(m[1], "https"))
 }
 
-// isPostgres reports whether a resolved target is a postgres(ql) URL.
-func isPostgres(path string) bool {
-	m := schemeRE.FindStringSubmatch(path)
-	return m != nil && (strings.EqualFold(m[1], "postgres") || strings.EqualFold(m[1], "postgresql"))
-}
-
 // resolveTarget turns an Open target into the path of a SQLite plane (":memory:" or a file)
 // or the URL of an HTTP plane, creating $LAKESHORE_HOME for the SQLite process default.
 func resolveTarget(target string, getenv func(string) string, userHome func() (string, error)) (string, error) {
 	if target == "" {
 		if u := getenv(EnvURL); u != "" {
-			if !isHTTP(u) && !isPostgres(u) {
+			if plane.IsMiscasedPostgresURL(u) {
+				return "", plane.Invalid(EnvURL, plane.RedactURL(u), plane.PostgresURLRule)
+			}
+			if !isHTTP(u) && !plane.IsPostgresURL(u) {
 				return "", plane.Invalid(EnvURL, plane.RedactURL(u), "use http(s)://host[:port] or postgres://user@host/database, or unset it to use the embedded SQLite plane")
 			}
 			return u, nil
@@ -302,6 +299,9 @@ func resolveTarget(target string, getenv func(string) string, userHome func() (s
 	case "http", "https":
 		return target, nil
 	case "postgres", "postgresql":
+		if !plane.IsPostgresURL(target) { // "POSTGRES://…": pgx would read a keyword/value string
+			return "", plane.Invalid("target", plane.RedactURL(target), plane.PostgresURLRule)
+		}
 		return target, nil
 	}
 	return "", plane.Invalid("target", plane.RedactURL(target), targetRule)

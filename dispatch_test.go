@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 func TestResolveTarget(t *testing.T) {
@@ -90,11 +92,24 @@ func TestResolveTarget(t *testing.T) {
 
 	t.Run("Postgres", func(t *testing.T) {
 		t.Parallel()
-		for _, target := range []string{"postgres://u@db/lakeshore", "postgresql://u@db:5432/lakeshore", "POSTGRES://u@db/x"} {
+		for _, target := range []string{"postgres://u@db/lakeshore", "postgresql://u@db:5432/lakeshore"} {
 			got, err := resolveTarget(target, env(nil), noHome)
 			require.NoError(t, err, target)
 			require.Equal(t, target, got)
-			require.True(t, isPostgres(got), target)
+			require.True(t, plane.IsPostgresURL(got), target)
+		}
+		// libpq and pgx read a URL only in lower case: "POSTGRES://…" reached pgx as a
+		// keyword/value string, refused in words naming the URL lower-cased.
+		for _, target := range []string{"POSTGRES://u@db/x", "Postgresql://u@db/x"} {
+			_, err := resolveTarget(target, env(nil), noHome)
+			var inv *InvalidError
+			require.ErrorAs(t, err, &inv, target)
+			require.Equal(t, "target", inv.Field)
+			require.Equal(t, plane.PostgresURLRule, inv.Rule, target)
+			_, err = resolveTarget("", env(map[string]string{EnvURL: target}), noHome)
+			require.ErrorAs(t, err, &inv, target)
+			require.Equal(t, EnvURL, inv.Field)
+			require.Equal(t, plane.PostgresURLRule, inv.Rule, target)
 		}
 		home := filepath.Join(t.TempDir(), "home")
 		got, err := resolveTarget("", env(map[string]string{EnvURL: "postgres://u@db/lakeshore", EnvHome: home}), noHome)

@@ -170,7 +170,7 @@ type Stats struct {
 	FragmentBytes    int64            // bytes of live fragment files
 	ManifestVersion  int64            // grows with every flush and compaction
 	Partitions       map[string]int64 // partition → records put into it (cleared ones included)
-	ConsumedByTask   map[string]int64 // "partition/task" → samples marked consumed
+	ConsumedByTask   map[string]int64 // "partition/task" → samples the task is done with: handed out, marked consumed, or dropped by its reads (StaleDropped, GroupsDropped, SamplesUnused)
 	PendingFragments int              // flushes or compactions in progress (or of crashed processes)
 	WeightVersion    int64            // the queue's current weight version (Queue.SetVersion)
 	StaleDropped     int64            // records dropped as stale by staleness-bounded reads (StaleDrop), all tasks

@@ -100,7 +100,12 @@ var (
 	ErrNotFound         = record.ErrNotFound
 	ErrTimeout          = record.ErrTimeout
 	ErrCorrupt          = record.ErrCorrupt
+	ErrPutIDReused      = record.ErrPutIDReused
 )
+
+// PutIDReusedError reports a put whose id names an earlier put of another batch
+// (record.PutIDReusedError): nothing written, the earlier records stand.
+type PutIDReusedError = record.PutIDReusedError
 
 // InvalidError is plane.InvalidError: an argument outside what is allowed.
 type InvalidError = record.InvalidError

@@ -394,3 +394,52 @@ func CapableWorkers(r *Requirement, namespace, queue string, workers []WorkerInf
 	}
 	return capable, serving
 }
+
+// Unplaceable is the work of one queue that no live worker can place: its queued jobs
+// with a requirement that no live worker of the queue offers (CapableWorkers 0). They
+// wait, since a worker without offers never takes a job with a requirement (docs/fabric.md,
+// "Placement"); Unplaceable is how that wait is said where a user looks (lakeshore
+// queues), from the demand counters and the registry, never from a scan of the jobs.
+type Unplaceable struct {
+	// Namespace and Queue are the queue.
+	Namespace string
+	Queue     string
+	// Queued is the queued invocations (delayed ones included, as ShapeDemand counts
+	// them) of every shape of the queue that no live worker can run.
+	Queued int64
+	// Example is the requirement of the shape among them with the most queued jobs.
+	Example *Requirement
+}
+
+// UnplaceableWork returns, per queue of demand (a Driver.DemandList), its queued work that
+// no live worker can place: the shapes with a requirement and queued jobs that none of
+// workers (a Driver.WorkerList: the live workers) serving the queue offers
+// (CapableWorkers). Queues without such work are left out; the order is demand's. Pure:
+// the caller reads the demand counters and the registry, off the claim path.
+func UnplaceableWork(demand []ShapeDemand, workers []WorkerInfo) []Unplaceable {
+	var out []Unplaceable
+	at := map[[2]string]int{} // queue → its entry in out
+	most := map[[2]string]int64{}
+	for i := range demand {
+		d := &demand[i]
+		if d.Shape == "" || d.Requirement == nil || d.Queued <= 0 {
+			continue // the default shape: every worker runs it
+		}
+		if capable, _ := CapableWorkers(d.Requirement, d.Namespace, d.Queue, workers); capable > 0 {
+			continue
+		}
+		k := [2]string{d.Namespace, d.Queue}
+		j, ok := at[k]
+		if !ok {
+			j = len(out)
+			at[k] = j
+			out = append(out, Unplaceable{Namespace: d.Namespace, Queue: d.Queue})
+		}
+		u := &out[j]
+		u.Queued += d.Queued
+		if d.Queued > most[k] {
+			most[k], u.Example = d.Queued, d.Requirement
+		}
+	}
+	return out
+}

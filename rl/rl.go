@@ -252,10 +252,11 @@ func Rollout(w *Weights, fn RolloutFunc, opts *RolloutOptions) lakeshore.Handler
 func RolloutPutID(jobID string, k int) string { return "rollout." + jobID + "." + strconv.Itoa(k) }
 
 // writtenBefore reports whether a rollout's put was refused because its put id names an
-// earlier put of another count (an earlier attempt of the job wrote it).
+// earlier put of another count (an earlier attempt of the job wrote it): the code
+// put_id_reused (persist.ErrPutIDReused), never another refusal of the id (too long, bad
+// characters), which would drop the records and report success.
 func writtenBefore(err error) bool {
-	var ie *plane.InvalidError
-	return errors.As(err, &ie) && ie.Field == "put_id"
+	return errors.Is(err, persist.ErrPutIDReused)
 }
 
 // Pool keeps InFlight jobs of a rollout queue queued or running.

@@ -776,6 +776,7 @@ var dataStatuses = map[string]int{
 	persist.ErrSchema.Code:           http.StatusBadRequest,
 	persist.ErrUnsupportedValue.Code: http.StatusBadRequest,
 	persist.ErrCorrupt.Code:          http.StatusInternalServerError,
+	persist.ErrPutIDReused.Code:      http.StatusConflict,
 }
 
 // corruptDataMessage is the message of a data queue's corrupt error (500 corrupt): what is
@@ -794,6 +795,7 @@ func (s *Server) writeDataError(w http.ResponseWriter, r *http.Request, err erro
 		ue  *persist.UnsupportedValueError
 		nf  *persist.NotFoundError
 		bp  *persist.BackpressureError
+		pr  *persist.PutIDReusedError
 	)
 	code := persist.Code(err)
 	out := api.DataErrorBody{Code: code, Message: err.Error()}
@@ -817,6 +819,8 @@ func (s *Server) writeDataError(w http.ResponseWriter, r *http.Request, err erro
 	case errors.As(err, &bp):
 		out.Details = &api.DataErrorDetails{Partition: bp.Partition, Backpressure: &api.DataBackpressure{Unconsumed: bp.Unconsumed, Records: bp.Records,
 			Limit: bp.Limit, Version: bp.Version, Target: bp.Target, MaxAhead: bp.MaxAhead, Waited: bp.Waited.Seconds()}}
+	case errors.As(err, &pr):
+		out.Details = &api.DataErrorDetails{Field: "put_id", Value: plane.Truncate(pr.ID)}
 	case errors.As(err, &inv):
 		body, _ := api.NewErrorBody(inv)
 		out.Details = &api.DataErrorDetails{Field: inv.Field, Value: body.Details.Value, Rule: inv.Rule}

@@ -80,7 +80,7 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string, create boo
 			return nil, fmt.Errorf("open data queue %s: %w", name, err)
 		}
 		cfg.URL = target
-	case lakestore.IsCatalogURL(target):
+	case plane.IsPostgresURL(target):
 		cfg.Dir = target // the distributed store (lakestore.Driver, given to persist.Open below)
 	default:
 		dir := o.dir
@@ -522,8 +522,18 @@ func newDataPartitionsCmd(a *app, o *dataOpts) *cobra.Command {
 func newDataConsumptionCmd(a *app, o *dataOpts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "consumption QUEUE",
-		Short: "Samples consumed per partition and task",
-		Args:  exactArgs(1),
+		Short: "Samples each task is done with, per partition: handed out, or dropped by its reads",
+		Long: `Samples each task is done with, per partition and task: the samples marked consumed,
+which no read of the task hands out again. They are those its reads handed out (or marked
+consumed), and also those its reads dropped without handing them out: stale records
+(a staleness bound's drop policy), the samples of groups a group sampler dropped, and the
+unused samples of over-sampled groups. CONSUMED is the task's progress through the
+partition (what back-pressure counts against), not the number of samples it received.
+
+When reads dropped samples, a note on stderr says how many, queue-wide over every task
+(the counters of 'data stats': stale dropped, groups dropped, samples unused), since
+they are counted in CONSUMED.`,
+		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return a.withData(c, o, args[0], func(q *persist.Queue) error {
 				st, err := q.Stats(c.Context())
@@ -555,7 +565,17 @@ func newDataConsumptionCmd(a *app, o *dataOpts) *cobra.Command {
 				for _, r := range rows {
 					tw.row(r.Partition, r.Task, r.Consumed)
 				}
-				return tw.Flush()
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				if st.StaleDropped > 0 || st.GroupsDropped > 0 || st.SamplesUnused > 0 {
+					// CONSUMED counts samples the reads dropped as well as those they handed
+					// out: said, with the queue's drop counters (kept for all tasks at once).
+					fmt.Fprintf(a.stderr, "note: CONSUMED includes samples dropped without being handed out; queue-wide, all tasks: "+
+						"%d dropped as stale, %d groups dropped, %d samples of over-sampled groups unused (see 'lakeshore data stats')\n",
+						st.StaleDropped, st.GroupsDropped, st.SamplesUnused)
+				}
+				return nil
 			})
 		},
 	}

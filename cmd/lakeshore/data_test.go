@@ -527,3 +527,39 @@ func TestDataVersionAndRLFigures(t *testing.T) {
 		})
 	}
 }
+
+// TestDataConsumptionSaysWhatItCounts: `data consumption` counts, for a task, the samples
+// its reads dropped as stale as well as those they handed out (the samples it is done
+// with). Before 2026-12-07 it said "Samples consumed" and nothing else, so a trainer that
+// received 4 samples read 8; now a note on stderr gives the drops (queue-wide, as `data
+// stats` keeps them), on the local and the HTTP store alike.
+func TestDataConsumptionSaysWhatItCounts(t *testing.T) {
+	for name, newCLI := range map[string]func(*testing.T) *dataCLI{"local": newLocalDataCLI, "http": newHTTPDataCLI} {
+		t.Run(name, func(t *testing.T) {
+			c := newCLI(t)
+			ctx := t.Context()
+			q, err := persist.Open(ctx, "traj", &c.cfg, filestore.Driver(), httpstore.Driver())
+			require.NoError(t, err)
+			for v := range int64(2) {
+				recs := []persist.Record{{"x": v}, {"x": v}, {"x": v}, {"x": v}}
+				_, err = q.PutVersioned(ctx, persist.DefaultPartition, recs, v, -1, nil)
+				require.NoError(t, err)
+			}
+			require.NoError(t, q.SetVersion(ctx, 2))
+			m, err := q.Reader().GetMeta(ctx, &persist.MetaRequest{Fields: []string{"x"}, BatchSize: 4, Task: "train",
+				Staleness: &persist.Staleness{Max: 1}})
+			require.NoError(t, err)
+			require.Equal(t, []int64{4, 5, 6, 7}, m.Indexes, "version 0 is 2 behind: dropped")
+			require.NoError(t, q.Close(ctx))
+
+			out, errs, code := c.run("", append(append([]string{}, c.args...), "consumption", "traj")...)
+			require.Zero(t, code, errs)
+			require.Equal(t, "PARTITION  TASK   CONSUMED\ndefault    train  8\n", out, "the task is done with 8: 4 handed out, 4 dropped")
+			require.Contains(t, errs, "CONSUMED includes samples dropped without being handed out")
+			require.Contains(t, errs, "4 dropped as stale, 0 groups dropped, 0 samples of over-sampled groups unused")
+			help, _, code := c.run("", "data", "consumption", "--help")
+			require.Zero(t, code)
+			require.Contains(t, help, "not the number of samples it received")
+		})
+	}
+}

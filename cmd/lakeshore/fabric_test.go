@@ -158,8 +158,12 @@ func TestWorkerOffers(t *testing.T) {
 	if out := c.ok("get", mode); !strings.Contains(out, "gpus=1,gpu_type=a100 (shape sh1_") {
 		t.Errorf("a mode's resources are not the requirement:\n%s", out)
 	}
-	// No offers: only the plain job.
-	c.ok("worker", "q", "--exit-when-idle", "--", "true")
+	// No offers: only the plain job; the worker says at start what it leaves (before
+	// 2026-12-07 it said nothing).
+	if _, errs, code := c.run("", "worker", "q", "--exit-when-idle", "--", "true"); code != 0 ||
+		!strings.Contains(errs, "lakeshore worker: 2 queued jobs of q need offers this worker does not declare (e.g. ") {
+		t.Errorf("a worker without offers does not say what it leaves: exit %d\n%s", code, errs)
+	}
 	state := func(id string) string {
 		t.Helper()
 		if err := json.Unmarshal([]byte(c.ok("--json", "get", id)), &inv); err != nil {
@@ -170,7 +174,10 @@ func TestWorkerOffers(t *testing.T) {
 	if state(plain) != "succeeded" || state(gpu) != "queued" || state(mode) != "queued" {
 		t.Fatalf("a worker without offers: plain %s, gpu %s, mode %s", state(plain), state(gpu), state(mode))
 	}
-	c.ok("worker", "q", "--exit-when-idle", "--offers", "gpus=1,gpu_type=a100", "--", "true")
+	if _, errs, code := c.run("", "worker", "q", "--exit-when-idle", "--offers", "gpus=1,gpu_type=a100", "--", "true"); code != 0 ||
+		!strings.Contains(errs, "lakeshore worker: 1 queued job of q needs offers this worker does not declare (e.g. cpus=0.5,memory=16GiB,gpus=1,gpu_type=a100,label.zone=east)") {
+		t.Errorf("an a100 worker does not say it leaves the job needing more: exit %d\n%s", code, errs)
+	}
 	if state(gpu) != "queued" || state(mode) != "succeeded" {
 		t.Fatalf("a100 without memory, cpus and zone: gpu %s, mode %s", state(gpu), state(mode))
 	}
@@ -184,9 +191,27 @@ func TestWorkerOffers(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.ok("--json", "get", gpu)), &shown); err != nil || shown.Workers == nil || shown.Workers.Capable != 0 {
 		t.Errorf("get --json workers: %+v, %v", shown.Workers, err)
 	}
-	c.ok("worker", "q", "--exit-when-idle", "--offers", "gpus=2,gpu_type=a100,memory=80GiB,cpus=8,label.zone=east", "--", "true")
+	// `queues` says so for the queue, from the demand counters and the registry (before
+	// 2026-12-07 the job waited there silently: only `get ID` told).
+	const note = "note: queue default/q: 1 queued job needs offers no live worker declares (e.g. cpus=0.5,memory=16GiB,gpus=1,gpu_type=a100,label.zone=east)"
+	if out, errs, code := c.run("", "queues"); code != 0 || !strings.Contains(errs, note) || strings.Contains(out, "note:") {
+		t.Errorf("queues does not say the job waits for offers: exit %d\n%s\n%s", code, out, errs)
+	}
+	var listed struct {
+		Unplaceable int64 `json:"unplaceable"`
+	}
+	if err := json.Unmarshal([]byte(c.ok("--json", "queues")), &listed); err != nil || listed.Unplaceable != 1 {
+		t.Errorf("queues --json unplaceable: %+v, %v", listed, err)
+	}
+	if _, errs, code := c.run("", "worker", "q", "--exit-when-idle", "--offers", "gpus=2,gpu_type=a100,memory=80GiB,cpus=8,label.zone=east", "--", "true"); code != 0 ||
+		strings.Contains(errs, "does not declare") {
+		t.Errorf("a capable worker: exit %d\n%s", code, errs)
+	}
 	if state(gpu) != "succeeded" {
 		t.Fatalf("a capable worker: gpu %s", state(gpu))
+	}
+	if _, errs, _ := c.run("", "queues"); strings.Contains(errs, "note:") {
+		t.Errorf("nothing waits for offers, yet queues says:\n%s", errs)
 	}
 	for _, bad := range [][]string{{"submit", "q", "1", "--requires", "gpus=many"}, {"submit", "q", "1", "--requires", "gpu=1"},
 		{"worker", "q", "--offers", "gpu_type=a 100", "--", "true"}} {

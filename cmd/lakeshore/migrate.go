@@ -3,11 +3,10 @@ package main
 import (
 	"cmp"
 	"fmt"
-	"net/url"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/pgplane"
 )
 
@@ -36,8 +35,10 @@ refuses other targets.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, args []string) error {
 			target := a.planeURL()
-			u, err := url.Parse(target)
-			if target == "" || err != nil || (!strings.EqualFold(u.Scheme, "postgres") && !strings.EqualFold(u.Scheme, "postgresql")) {
+			if plane.IsMiscasedPostgresURL(target) {
+				return usagef("migrate --target %s: %s", plane.RedactURL(target), plane.PostgresURLRule)
+			}
+			if !plane.IsPostgresURL(target) {
 				return usagef("migrate needs a postgres:// or postgresql:// --target (or $LAKESHORE_URL); SQLite planes migrate when opened and servers migrate their own plane")
 			}
 			_, fromURL, err := pgplane.ParseURL(target, &pgplane.Config{Schema: schema}) // ?schema= or --schema

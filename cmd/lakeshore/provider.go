@@ -158,7 +158,7 @@ func workerEnv(target string, getenv func(string) string, logger *slog.Logger) m
 			env[lakeshore.EnvToken] = token
 		}
 		return env
-	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
+	case plane.IsPostgresURL(target):
 		return map[string]string{lakeshore.EnvURL: target}
 	}
 	path := strings.TrimPrefix(target, "sqlite://")

@@ -30,6 +30,15 @@ func newQueuesCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Queued jobs no live worker can place (a requirement none offers): said where a
+			// user looks when a job does not start. A plane or token that cannot read the
+			// demand or the registry leaves the note out; the table is the answer.
+			waiting := map[[2]string]plane.Unplaceable{}
+			if un, err := d.Unplaceable(c.Context(), ns); err == nil {
+				for _, u := range un {
+					waiting[[2]string{u.Namespace, u.Queue}] = u
+				}
+			}
 			if a.json {
 				for _, s := range stats {
 					counts := map[string]int64{}
@@ -37,7 +46,8 @@ func newQueuesCmd(a *app) *cobra.Command {
 						counts[string(st)] = s.Counts[st]
 					}
 					if err := a.printJSON(map[string]any{"namespace": s.Namespace, "queue": s.Queue,
-						"counts": counts, "admission": s.Admission, "paused": s.Paused}); err != nil {
+						"counts": counts, "admission": s.Admission, "paused": s.Paused,
+						"unplaceable": waiting[[2]string{s.Namespace, s.Queue}].Queued}); err != nil {
 						return err
 					}
 				}
@@ -60,7 +70,15 @@ func newQueuesCmd(a *app) *cobra.Command {
 				}
 				tw.row(append(cells, admissionText(s.Admission), paused)...)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, s := range stats {
+				if u, ok := waiting[[2]string{s.Namespace, s.Queue}]; ok {
+					fmt.Fprintf(a.stderr, "note: queue %s/%s: %s\n", s.Namespace, s.Queue, unplaceableText(u))
+				}
+			}
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&all, "all-namespaces", false, "list the queues of every namespace")
@@ -108,4 +126,15 @@ func admissionText(ad *plane.Admission) string {
 		return "-"
 	}
 	return strings.Join(parts, " ")
+}
+
+// unplaceableText says u as `queues` prints it: "3 queued jobs need offers no live worker
+// declares (e.g. gpus=1)", and what to do.
+func unplaceableText(u plane.Unplaceable) string {
+	jobs := "jobs need"
+	if u.Queued == 1 {
+		jobs = "job needs"
+	}
+	return fmt.Sprintf("%d queued %s offers no live worker declares (e.g. %s): start a worker with --offers that satisfy them, or attach a provider (docs/fabric.md)",
+		u.Queued, jobs, requirementText(u.Example))
 }

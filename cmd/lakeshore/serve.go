@@ -156,7 +156,7 @@ func (o *ServeOpts) Validate() error {
 	if o.Data != "" && o.DataDir != "" {
 		return plane.Invalid("--data/--data-dir", nil, "give one: --data-dir for file stores on this machine, --data for a distributed store")
 	}
-	if o.Data != "" && !lakestore.IsCatalogURL(o.Data) {
+	if o.Data != "" && !plane.IsPostgresURL(o.Data) {
 		return plane.Invalid("--data", plane.RedactURL(o.Data), "postgres://…?blob=<bucket URL>, e.g. postgres://db/lakeshore?blob=s3%3A%2F%2Fbucket")
 	}
 	if _, _, err := net.SplitHostPort(cmp.Or(o.Addr, AddrDefault)); err != nil {
@@ -179,7 +179,7 @@ func (o *ServeOpts) Validate() error {
 		return plane.Invalid("--"+retentionFlag, o.Retention,
 			"it applies to a SQLite or PostgreSQL --target; the server at "+plane.RedactURL(o.Target)+" keeps its own retention")
 	}
-	if o.Retention != 0 && isPostgresTarget(o.Target) {
+	if o.Retention != 0 && plane.IsPostgresURL(o.Target) {
 		// The plane refuses a URL parameter that contradicts its Config (pgplane.ParseURL),
 		// in words of Go ("the Config value"); a serve user gave a flag, which is named.
 		if _, fromURL, err := pgplane.ParseURL(o.Target, nil); err == nil && fromURL.Retention != 0 && fromURL.Retention != o.Retention {
@@ -497,12 +497,6 @@ func serveTarget(target string, getenv func(string) string) (string, error) {
 func isHTTPTarget(target string) bool {
 	scheme, _, ok := strings.Cut(strings.TrimSpace(target), "://")
 	return ok && (strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https"))
-}
-
-// isPostgresTarget reports whether target is a postgres:// or postgresql:// URL.
-func isPostgresTarget(target string) bool {
-	scheme, _, ok := strings.Cut(strings.TrimSpace(target), "://")
-	return ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql"))
 }
 
 // targetIsAddr reports whether target is an http(s) URL that names the listen address addr

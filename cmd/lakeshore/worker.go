@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,6 +50,9 @@ func newWorkerCmd(a *app) *cobra.Command {
 it takes only jobs whose requirement (submit --requires) these
 satisfy, and jobs without one; without --offers it takes only jobs without one
 (or offers $LAKESHORE_OFFERS, which a provider sets for a worker it launches for a shape).
+At start it says on stderr how many queued jobs of its queues need offers it does not
+declare, which it leaves to other workers ('lakeshore queues' says which no live worker
+can run).
 --warm says which host keys (of compute modes) the worker is warm for: their jobs
 go first, within a minute of the order.
 --order picks the claim order (fifo, filo, priority, boltzmann with --temperature).
@@ -118,6 +123,7 @@ signal stops the running commands, and their jobs are retried.`,
 				fmt.Fprintf(a.stderr, "lakeshore worker: %v on %v (concurrency %d); Ctrl-C drains, twice stops running jobs\n",
 					argv, queues, max(o.Concurrency, 1))
 			}
+			a.noteNotOffered(c.Context(), d, queues, o.Offers)
 			return a.runWorker(c.Context(), w)
 		},
 	}
@@ -140,4 +146,27 @@ signal stops the running commands, and their jobs are retried.`,
 	f.StringVar(&order, "order", "fifo", "claim order: fifo, filo, priority (highest first) or boltzmann (draw ∝ exp(priority/T))")
 	f.Float64Var(&temperature, "temperature", lakeshore.TemperatureDefault, "boltzmann temperature T (> 0), with --order boltzmann")
 	return c
+}
+
+// noteNotOffered says, once at start, how many queued jobs of the worker's queues need
+// offers it does not declare (it never takes them: docs/fabric.md), read from the demand
+// counters (plane.UnplaceableWork over this worker alone), never on the claim path. A
+// plane or token that cannot read the demand leaves the note out.
+func (a *app) noteNotOffered(ctx context.Context, d *lakeshore.Dispatch, queues []string, offers *plane.Offers) {
+	demand, err := d.Driver().DemandList(ctx, d.Namespace())
+	if err != nil {
+		return
+	}
+	self := []plane.WorkerInfo{{Namespace: d.Namespace(), Queues: queues, Offers: offers}}
+	for _, u := range plane.UnplaceableWork(demand, self) {
+		if !slices.Contains(queues, u.Queue) {
+			continue
+		}
+		job, need := "jobs", "need"
+		if u.Queued == 1 {
+			job, need = "job", "needs"
+		}
+		fmt.Fprintf(a.stderr, "lakeshore worker: %d queued %s of %s %s offers this worker does not declare (e.g. %s): it leaves them to a worker started with --offers that satisfy them\n",
+			u.Queued, job, u.Queue, need, requirementText(u.Example))
+	}
 }

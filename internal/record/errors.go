@@ -37,10 +37,16 @@ var (
 	// ErrCorrupt reports on-disk state that does not match the manifest (a missing or
 	// unreadable fragment named by the manifest). Code "corrupt".
 	ErrCorrupt = &plane.Error{Code: "corrupt", Message: "persist: corrupt queue state"}
+	// ErrPutIDReused reports a put whose idempotency id (PutOpts.ID) names an earlier put
+	// of another batch: another partition or another number of records. Nothing was
+	// written; the earlier put's records stand. See *PutIDReusedError, which matches it
+	// and ErrInvalid. Code "put_id_reused" (HTTP 409).
+	ErrPutIDReused = &plane.Error{Code: "put_id_reused", Message: "persist: put id names another batch"}
 )
 
 // sentinels lists persist's sentinels, for Code and ErrorFromCode.
-var sentinels = []*plane.Error{ErrClosed, ErrInvalid, ErrSchema, ErrUnsupportedValue, ErrNotFound, ErrTimeout, ErrCorrupt}
+// ErrPutIDReused before ErrInvalid: its error matches both, and its code is its own.
+var sentinels = []*plane.Error{ErrClosed, ErrPutIDReused, ErrInvalid, ErrSchema, ErrUnsupportedValue, ErrNotFound, ErrTimeout, ErrCorrupt}
 
 // Code returns the stable code of err: the code of the first persist sentinel it
 // matches, else "corrupt" for a storage engine's own error of damaged data (a test
@@ -114,6 +120,37 @@ type InvalidError = plane.InvalidError
 func isCode(target error, code string) bool {
 	t, ok := target.(*plane.Error)
 	return ok && t.Code == code
+}
+
+// PutIDReusedError reports a put refused because its idempotency id names an earlier put
+// of another batch (another partition or another number of records): nothing was
+// written, and the earlier put's records stand. It matches ErrPutIDReused and, as a bad
+// argument, ErrInvalid. Every store returns it (putid.Repeat); a client of HTTP rebuilds
+// it from the code put_id_reused, with ID and the server's Message.
+type PutIDReusedError struct {
+	ID string // the put id
+	// The put the id named (StoredPartition, StoredRecords) and the refused one
+	// (Partition, Records). Zero in an error rebuilt from HTTP, whose Message says them.
+	StoredPartition string
+	StoredRecords   int64
+	Partition       string
+	Records         int
+	// Message, when set, is the whole error text (the server's, in a rebuilt error).
+	Message string
+}
+
+// Error says which batch the id named and which it was given for.
+func (e *PutIDReusedError) Error() string {
+	if e.Message != "" {
+		return e.Message
+	}
+	return fmt.Sprintf("invalid put_id %q: an id not used by another batch: it named a put of %d records into partition %s, this put has %d into %s",
+		plane.Truncate(e.ID), e.StoredRecords, e.StoredPartition, e.Records, e.Partition)
+}
+
+// Is reports whether target is ErrPutIDReused or ErrInvalid.
+func (e *PutIDReusedError) Is(target error) bool {
+	return isCode(target, ErrPutIDReused.Code) || isCode(target, ErrInvalid.Code)
 }
 
 // SchemaError reports a put whose value for Field has a type (Got) that the field's

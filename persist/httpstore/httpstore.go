@@ -331,6 +331,9 @@ func httpError(resp *http.Response, data []byte) error {
 				return &persist.BackpressureError{Partition: d.Partition, Unconsumed: bp.Unconsumed, Records: bp.Records, Limit: bp.Limit,
 					Version: bp.Version, Target: bp.Target, MaxAhead: bp.MaxAhead, Waited: api.Duration(bp.Waited)}
 			}
+		case persist.ErrPutIDReused.Code:
+			id, _ := d.Value.(string)
+			return &persist.PutIDReusedError{ID: id, Message: b.Message}
 		case persist.ErrInvalid.Code:
 			if d.Field != "" || d.Rule != "" {
 				e := &persist.InvalidError{Field: d.Field, Value: d.Value, Rule: d.Rule}

@@ -119,7 +119,7 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	switch {
-	case !IsCatalogURL(c.Catalog):
+	case !plane.IsPostgresURL(c.Catalog):
 		return &persist.InvalidError{Field: "Config.Catalog", Value: plane.RedactURL(c.Catalog), Rule: "a postgres:// or postgresql:// URL"}
 	case c.Blob == "" || !strings.Contains(c.Blob, "://"):
 		return &persist.InvalidError{Field: "Config.Blob", Value: c.Blob, Rule: "a bucket URL: " + strings.Join(schemeExamples(), ", ")}
@@ -145,11 +145,6 @@ func (c Config) validate() error {
 		return &persist.InvalidError{Field: "Config.RowGroupRows", Value: c.RowGroupRows, Rule: "positive, or 0 for the default"}
 	}
 	return nil
-}
-
-// IsCatalogURL reports whether target is a postgres:// or postgresql:// URL.
-func IsCatalogURL(target string) bool {
-	return strings.HasPrefix(target, "postgres://") || strings.HasPrefix(target, "postgresql://")
 }
 
 // ParseTarget splits a target "postgres://…?blob=<bucket URL>" (the bucket URL
@@ -180,7 +175,10 @@ func TargetOptions() []string {
 // parameter.
 func ParseTargetConfig(target string) (Config, error) {
 	var c Config
-	if !IsCatalogURL(target) {
+	if plane.IsMiscasedPostgresURL(target) {
+		return c, &persist.InvalidError{Field: "target", Value: plane.RedactURL(target), Rule: plane.PostgresURLRule}
+	}
+	if !plane.IsPostgresURL(target) {
 		return c, &persist.InvalidError{Field: "target", Value: plane.RedactURL(target), Rule: "postgres://…?blob=<bucket URL>"}
 	}
 	u, perr := url.Parse(target)

@@ -50,7 +50,7 @@ func ListQueues(ctx context.Context, catalog, namespace string) ([]string, error
 	if err := persist.CheckName("namespace", namespace); err != nil {
 		return nil, err
 	}
-	if !IsCatalogURL(catalog) {
+	if !plane.IsPostgresURL(catalog) {
 		return nil, &persist.InvalidError{Field: "catalog", Value: plane.RedactURL(catalog), Rule: "a postgres:// or postgresql:// URL"}
 	}
 	pc, err := pgdb.ParseConfig("catalog", catalog) // pgx's own error repeats the URL

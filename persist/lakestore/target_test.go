@@ -10,6 +10,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
 	"github.com/lakeshore-dev/lakeshore/persist"
+	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
 // TestPersistOpenTarget: persist.Open with a postgres:// target and a blob parameter
@@ -87,6 +88,12 @@ func TestParseTarget(t *testing.T) {
 	require.Equal(t, "s3://bkt?region=eu-west-1", b)
 	_, _, err = ParseTarget("mysql://x")
 	require.ErrorIs(t, err, persist.ErrInvalid)
+	// The scheme in another case is not a PostgreSQL URL to pgx (plane.IsPostgresURL):
+	// refused saying so, not with the form of a target it already has.
+	_, _, err = ParseTarget("POSTGRES://h/db?blob=mem%3A%2F%2F")
+	var inv *persist.InvalidError
+	require.ErrorAs(t, err, &inv)
+	require.Equal(t, plane.PostgresURLRule, inv.Rule)
 }
 
 // TestRefusesNewerCatalog: a catalog migrated by a newer version is refused, untouched.

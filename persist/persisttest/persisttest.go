@@ -256,14 +256,17 @@ func testPutIDRepeats(t *testing.T, q *persist.Queue) {
 	plain := putN(t, q, "p", 1, func(int) persist.Record { return persist.Record{"x": 0} })
 	require.Equal(t, []int64{10}, plain)
 
-	// A repeat that is not the same batch, and bad ids: refused, nothing written.
+	// A repeat that is not the same batch, and bad ids: refused, nothing written. The
+	// repeat has its own code, put_id_reused (a rollout takes it as written before,
+	// rl.Rollout), which a bad id never has.
 	_, err = q.PutPartitionOnce(ctx, id, "p", recs[:2])
-	requireInvalid(t, err)
+	requirePutIDReused(t, err, id)
 	_, err = q.PutPartitionOnce(ctx, id, "q", recs)
-	requireInvalid(t, err)
+	requirePutIDReused(t, err, id)
 	for _, bad := range []string{"", "has space", "slash/id", string(make([]byte, 129))} {
 		_, err = q.PutPartitionOnce(ctx, bad, "p", recs)
-		requireInvalid(t, err)
+		requireInvalidField(t, err, "put_id")
+		require.NotErrorIs(t, err, persist.ErrPutIDReused, "a bad id is not a reused one")
 	}
 	next, err = q.NextIndex(ctx)
 	require.NoError(t, err)
@@ -755,6 +758,17 @@ func requireInvalidField(t *testing.T, err error, field string) {
 	var ie *persist.InvalidError
 	require.ErrorAs(t, err, &ie)
 	require.Equal(t, field, ie.Field, "%v", err)
+}
+
+// requirePutIDReused checks err is the refusal of a put whose id names another batch.
+func requirePutIDReused(t *testing.T, err error, id string) {
+	t.Helper()
+	require.ErrorIs(t, err, persist.ErrPutIDReused)
+	require.ErrorIs(t, err, persist.ErrInvalid, "a bad argument too")
+	require.Equal(t, persist.ErrPutIDReused.Code, persist.Code(err))
+	var pr *persist.PutIDReusedError
+	require.ErrorAs(t, err, &pr)
+	require.Equal(t, id, pr.ID)
 }
 
 func requireInvalid(t *testing.T, err error) {

@@ -43,8 +43,10 @@ func ParseURL(url string, cfg *Config) (*pgxpool.Config, *Config, error) {
 	if cfg != nil {
 		out = *cfg
 	}
-	if scheme, _, ok := strings.Cut(url, "://"); ok && !strings.EqualFold(scheme, "postgres") && !strings.EqualFold(scheme, "postgresql") &&
-		!strings.ContainsAny(scheme, " =") {
+	if plane.IsMiscasedPostgresURL(url) {
+		return nil, nil, &plane.InvalidError{Field: "database URL", Value: plane.RedactURL(url), Rule: plane.PostgresURLRule}
+	}
+	if scheme, _, ok := strings.Cut(url, "://"); ok && !plane.IsPostgresURL(url) && !strings.ContainsAny(scheme, " =") {
 		return nil, nil, &plane.InvalidError{Field: "database URL", Value: plane.RedactURL(url),
 			Rule: "use a postgres:// or postgresql:// URL (" + strconv.Quote(scheme) + " is not PostgreSQL's scheme), or a key=value connection string"}
 	}

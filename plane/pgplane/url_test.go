@@ -89,6 +89,18 @@ func TestParseURLRefusalHidesSecrets(t *testing.T) {
 	}
 }
 
+// TestParseURLMiscasedScheme: pgx reads a URL only behind postgres:// or postgresql://
+// in lower case; "POSTGRES://…" reached it as a keyword/value string and was refused in its
+// words, the URL shown lower-cased (so the error named a URL that would have worked).
+func TestParseURLMiscasedScheme(t *testing.T) {
+	for _, url := range []string{"POSTGRES://u@db.internal/jobs", "Postgresql://u@db.internal/jobs"} {
+		_, _, err := ParseURL(url, nil)
+		var inv *plane.InvalidError
+		require.ErrorAs(t, err, &inv, url)
+		require.Equal(t, plane.PostgresURLRule, inv.Rule, url)
+	}
+}
+
 // TestOpenURLParameters opens a plane with its schema and poll-only mode named in the URL:
 // the tables are made under that schema, no LISTEN connection is held, and a plain pgx
 // connection given the same URL is refused by the server — which is why the plane removes

@@ -29,6 +29,7 @@ CASES: list[tuple[str, int, type[errors.DispatchError]]] = [
     ("incompatible_type", 400, errors.IncompatibleTypeError),
     ("unsupported_value", 400, errors.UnsupportedValueError),
     ("corrupt", 500, errors.CorruptError),
+    ("put_id_reused", 409, errors.PutIDReusedError),
     ("internal", 500, errors.DispatchError),
     ("not_implemented", 501, errors.DispatchError),
     ("route_not_found", 404, errors.DispatchError),

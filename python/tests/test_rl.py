@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lakeshore import HttpDispatch, InvalidError, Scope, run_worker, udf
+from lakeshore import HttpDispatch, InvalidError, PutIDReusedError, Scope, run_worker, udf
 from lakeshore.data import WEIGHT_VERSION, Backpressure, KVInterface, Queue
-from lakeshore.rl import Policy, RolloutPool, Weights, rollout
+from lakeshore.rl import Policy, RolloutPool, Weights, _written_before, rollout
 from tests.conftest import PLANES, Planes, Server
 
 pytest.importorskip("pyarrow")
@@ -253,6 +253,33 @@ def test_a_rollout_whose_retry_puts_another_count_keeps_the_first_attempts_chunk
         return await q.get(100)
 
     assert [(r["attempt"], r["i"]) for r in run(read())] == [(1, 0), (1, 1), (1, 2)]
+
+
+def test_only_a_reused_put_id_counts_as_written_before(d: HttpDispatch, qname: str) -> None:
+    # @rollout drops a batch the server refused only when its put id names an earlier put
+    # of another count (put_id_reused: an earlier attempt's records stand). Before
+    # 2026-12-07 it took any invalid put_id so, and a put id refused for its form (too
+    # long, bad characters) dropped the records while the job reported them written.
+    q = Queue(f"{qname}-traj", dispatch=d, batch_size=1 << 30, auto_flush_interval_sec=0)
+
+    async def flush_with(put_id: str, n: int) -> None:
+        q._next_put_id = lambda: put_id
+        for i in range(n):
+            await q.put({"i": i})
+        await q.flush()
+
+    run(flush_with("rollout.J.0", 2))
+    with pytest.raises(InvalidError) as reused:
+        run(flush_with("rollout.J.0", 3))
+    assert isinstance(reused.value, PutIDReusedError) and reused.value.code == "put_id_reused"
+    assert reused.value.status == 409 and reused.value.field == "put_id" and reused.value.value == "rollout.J.0"
+    assert _written_before(reused.value)
+    for bad in ("r" * 129, "rollout.a b.0"):
+        with pytest.raises(InvalidError) as refused:
+            run(flush_with(bad, 1))
+        assert not isinstance(refused.value, PutIDReusedError) and refused.value.field == "put_id"
+        assert not _written_before(refused.value), bad
+    assert run(q.stats())["len"] == 2
 
 
 def test_a_rollout_held_by_backpressure_waits_for_the_trainer(d: HttpDispatch, qname: str, tmp_path: Path) -> None:

@@ -5,19 +5,16 @@
 package putid
 
 import (
-	"fmt"
-
-	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/internal/record"
 )
 
 // Repeat checks a repeated put id against what its first put stored (partition, n
-// records) and returns the indexes to answer: lo, lo+1, …, or *plane.InvalidError
-// (persist.InvalidError) when the repeat names another partition or another number of
-// records.
+// records) and returns the indexes to answer: lo, lo+1, …, or *persist.PutIDReusedError
+// (code put_id_reused, matching ErrInvalid too) when the repeat names another partition
+// or another number of records.
 func Repeat(id, storedPartition string, lo, n int64, partition string, records int) ([]int64, error) {
 	if storedPartition != partition || n != int64(records) {
-		return nil, &plane.InvalidError{Field: "put_id", Value: id,
-			Rule: fmt.Sprintf("an id not used by another batch: it named a put of %d records into partition %s, this put has %d into %s", n, storedPartition, records, partition)}
+		return nil, &record.PutIDReusedError{ID: id, StoredPartition: storedPartition, StoredRecords: n, Partition: partition, Records: records}
 	}
 	out := make([]int64, n)
 	for i := range out {

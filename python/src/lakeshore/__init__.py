@@ -36,6 +36,7 @@ from lakeshore.errors import (
     JournalClosedError,
     LeaseLostError,
     NotFoundError,
+    PutIDReusedError,
     QueueFullError,
     RateLimited,
     RateLimitedError,
@@ -140,6 +141,7 @@ __all__ = [
     "IncompatibleTypeError",
     "UnsupportedValueError",
     "CorruptError",
+    "PutIDReusedError",
 ]
 # lakeshore.TimeoutError (a subclass of the builtin) is left out of __all__ so that a star
 # import does not shadow the builtin TimeoutError.

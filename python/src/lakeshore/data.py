@@ -1708,7 +1708,9 @@ class Queue:
     async def stats(self) -> dict[str, Any]:
         """The server's statistics of the queue (rows, partitions, consumption by task,
         fragments, …), and this object's counters under ``"client"`` with
-        ``enable_metrics``."""
+        ``enable_metrics``. ``consumed_by_task`` counts the samples each task is done
+        with: handed out, marked consumed, or dropped by its reads (counted queue-wide in
+        ``stale_dropped``, ``groups_dropped``, ``samples_unused``), not those it received."""
         try:
             ans = dict(await self._call("GET", "/stats", retry="safe"))
         except errors.NotFoundError as e:

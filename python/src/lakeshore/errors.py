@@ -75,6 +75,7 @@ __all__ = [
     "IncompatibleTypeError",
     "UnsupportedValueError",
     "CorruptError",
+    "PutIDReusedError",
     "error_from_body",
 ]
 
@@ -317,6 +318,16 @@ class InvalidError(DispatchError, ValueError):
         self.rule = rule
 
 
+class PutIDReusedError(InvalidError):
+    """A data-queue put whose ``put_id`` names an earlier put of another batch (another
+    partition or number of records; Go: ``persist.ErrPutIDReused``, HTTP 409
+    ``put_id_reused``). Nothing was written; the earlier put's records stand. An
+    :class:`InvalidError` too (on field ``put_id``); a ``put_id`` refused for its form is a
+    plain :class:`InvalidError`, never this."""
+
+    code = "put_id_reused"
+
+
 class UnauthorizedError(DispatchError):
     """The server refused the credentials: no token, or one unknown, expired or revoked.
     Retrying does not help; set ``token=`` or ``LAKESHORE_TOKEN``."""
@@ -444,6 +455,7 @@ _BY_CODE: dict[str, type[DispatchError]] = {
     "incompatible_type": IncompatibleTypeError,
     "unsupported_value": UnsupportedValueError,
     "corrupt": CorruptError,
+    "put_id_reused": PutIDReusedError,
 }
 
 
@@ -514,8 +526,8 @@ def error_from_body(body: Any, status: int | None = None) -> DispatchError:
             details=details,
             message=message,
         )
-    if code == "invalid":
-        return InvalidError(
+    if code in ("invalid", "put_id_reused"):
+        return (PutIDReusedError if code == "put_id_reused" else InvalidError)(
             message,
             field=str(details.get("field", "")),
             value=details.get("value"),

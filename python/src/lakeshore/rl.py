@@ -358,8 +358,10 @@ def rollout(
 def _written_before(e: errors.InvalidError) -> bool:
     """Whether a rollout's put was refused because an earlier attempt of its job wrote a
     batch of another size under the same put id (a fn whose records vary between
-    attempts): that batch stands, and this attempt's batch of that number is not written."""
-    return e.field == "put_id"
+    attempts): that batch stands, and this attempt's batch of that number is not written.
+    Only the code ``put_id_reused`` says so: a put id refused for its form (too long, bad
+    characters) is raised, never taken for records written (as Go's ``rl.writtenBefore``)."""
+    return isinstance(e, errors.PutIDReusedError)
 
 
 class RolloutPool:
