@@ -118,16 +118,17 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string, create boo
 	return q, nil
 }
 
-// openDataPut opens data queue name for a put of recs into partition: the queue is
-// created only when it does not exist and recs pass the checks every store makes of a
-// put whatever its queue holds (filestore.CheckPut), so that a refused put creates
-// nothing (a server's put routes check the same before creating).
-func (a *app) openDataPut(ctx context.Context, o *dataOpts, name, partition string, recs []persist.Record) (*persist.Queue, error) {
+// openDataPut opens data queue name for a put of recs into partition with opts: the
+// queue is created only when it does not exist and the put passes the checks every store
+// makes of a put into a queue that holds nothing yet (filestore.CheckPut: the records,
+// and back-pressure at version 0), so that a refused put creates nothing (a server's put
+// routes check the same before creating).
+func (a *app) openDataPut(ctx context.Context, o *dataOpts, name, partition string, recs []persist.Record, opts *persist.PutOpts) (*persist.Queue, error) {
 	q, err := a.openData(ctx, o, name, false)
 	if !errors.Is(err, persist.ErrNotFound) {
 		return q, err
 	}
-	if err := filestore.CheckPut(partition, recs, nil); err != nil {
+	if err := filestore.CheckPut(partition, recs, opts); err != nil {
 		return nil, err
 	}
 	return a.openData(ctx, o, name, true)
@@ -233,18 +234,18 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 					if len(recs) == 0 {
 						return nil
 					}
+					opts := &persist.PutOpts{Admission: adm}
+					if putID != "" {
+						opts.ID = putID + "." + strconv.Itoa(batches)
+					}
 					if q == nil {
 						var err error
-						if q, err = a.openDataPut(c.Context(), o, args[0], partition, recs); err != nil {
+						if q, err = a.openDataPut(c.Context(), o, args[0], partition, recs, opts); err != nil {
 							return err
 						}
 					}
 					var got []int64
 					var err error
-					opts := &persist.PutOpts{Admission: adm}
-					if putID != "" {
-						opts.ID = putID + "." + strconv.Itoa(batches)
-					}
 					got, err = q.PutAdmitted(c.Context(), partition, recs, opts)
 					batches++
 					if err != nil {

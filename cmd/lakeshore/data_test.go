@@ -352,7 +352,7 @@ func TestDataPutLargeLineSaysTheLimit(t *testing.T) {
 
 // TestDataPutRefusedCreatesNothing: a local data put that is refused — a line that is not
 // a record, records of the first batch that disagree on a field's kind, a record over the
-// size bound — creates no queue, as a put the server refuses creates none (before, each
+// size bound, a put back-pressure refuses — creates no queue, as a put the server refuses creates none (before, each
 // left an empty queue behind: data stats answered it, exit 0, instead of exit 3). Input
 // with no record creates nothing either, as over HTTP, where nothing is sent. Not
 // parallel: it sets LAKESHORE_HOME.
@@ -381,6 +381,14 @@ func TestDataPutRefusedCreatesNothing(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, ents, "no queue directory")
 	}
+	// A put back-pressure refuses at a new queue's version 0 (a record meant for version 3,
+	// --max-ahead 0) is exit 5 and creates nothing either (before 2026-12-07 it created
+	// the queue it was refused by).
+	_, errs, code := c.run(`{"x": 1, "weight_version": 3}`+"\n", "data", "put", "ahead", "--max-ahead", "0")
+	require.Equal(t, exitError, code, errs)
+	require.Contains(t, errs, "back-pressure")
+	_, errs, code = c.run("", "data", "stats", "ahead")
+	require.Equal(t, exitNotFound, code, "the refused put created the queue: %s", errs)
 	c.run(`{"x": 1}`+"\n", "data", "put", "kinds") // a good put still creates it
 	c.ok("data", "stats", "kinds")
 }
