@@ -195,6 +195,11 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			// store): set when a bound is given.
 			var adm *persist.Admission
 			if c.Flags().Changed("max-unconsumed") || c.Flags().Changed("max-ahead") || admTask != "" || c.Flags().Changed("block") {
+				if c.Flags().Changed("block") && block == 0 {
+					// Admission.Timeout 0 is its default wait (30 s), which --block 0 must
+					// not silently mean.
+					return plane.Invalid("--block", block, "a duration > 0, the longest a batch waits for room, e.g. 5m (leave --block out to fail at once)")
+				}
 				adm = &persist.Admission{Task: admTask, MaxUnconsumed: maxUnconsumed, MaxAhead: -1, Block: c.Flags().Changed("block"), Timeout: block}
 				if c.Flags().Changed("max-ahead") {
 					if maxAhead < 0 {
@@ -309,7 +314,7 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 	cmd.Flags().StringVar(&admTask, "admission-task", "", "back-pressure: the trainer's task whose unconsumed records --max-unconsumed bounds")
 	cmd.Flags().Int64Var(&maxUnconsumed, "max-unconsumed", 0, "back-pressure: put a batch only while --admission-task has at most this many records of the partition unconsumed, the batch's own included (0: no bound)")
 	cmd.Flags().Int64Var(&maxAhead, "max-ahead", 0, "back-pressure: put a batch only while its records' target_weight_version (else weight_version) is at most this far above the queue's version")
-	cmd.Flags().DurationVar(&block, "block", 0, "back-pressure: wait up to this long for room (the trainer consuming or advancing the version) instead of failing at once (0: the default wait, 30s)")
+	cmd.Flags().DurationVar(&block, "block", 0, "back-pressure: wait up to this long for room (the trainer consuming or advancing the version) instead of failing at once, e.g. 5m (> 0)")
 	nonNegative(cmd, "max-unconsumed", "max-ahead")
 	cmd.Flags().StringVar(&putID, "put-id", "", "idempotency id: batch k is put with the id ID.k, and a repeat with the same ID (a retried job) answers the first put's indexes and writes nothing (kept 10 min)")
 	cmd.Flags().StringVar(&partition, "partition", persist.DefaultPartition, "partition of the records")

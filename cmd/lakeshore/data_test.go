@@ -462,6 +462,11 @@ func TestDataPutBackpressure(t *testing.T) {
 			_, errs, code = c.run(`{"x": 4}`, append(append([]string{}, c.args...), "put", "traj", "--admission-task", "train", "--max-ahead", "-1")...)
 			require.Equal(t, exitUsage, code, errs)
 			require.Contains(t, errs, "invalid --max-ahead -1: ≥ 0 (leave --max-ahead out for no bound)", "as the HTTP put's max_ahead")
+			// --block 0 is no wait to give: exit 2 naming the flag (before 2026-12-07 it
+			// waited 30 s, the Admission's default for a Timeout of 0, and then failed).
+			_, errs, code = c.run(`{"x": 4}`, append(append([]string{}, c.args...), append(bp, "--block", "0")...)...)
+			require.Equal(t, exitUsage, code, errs)
+			require.Contains(t, errs, "invalid --block 0s", "named by the flag")
 			for _, args := range [][]string{{"--admission-task", "train"}, {"--block", "1s"}} {
 				_, errs, code = c.run(`{"x": 4}`, append(append([]string{}, c.args...), append([]string{"put", "traj"}, args...)...)...)
 				require.Equal(t, exitUsage, code, errs)
