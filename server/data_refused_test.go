@@ -123,3 +123,22 @@ func TestDataPutWithoutDataQueues(t *testing.T) {
 		b.do(t, "POST", D+path, api.ContentTypeJSON, []byte(`{"version": 1, "keys": ["k"], "records": [{"x": 1}]}`), "").requireError(t, 501, "not_implemented")
 	}
 }
+
+// TestDataPutAdmissionParamsWithoutBound: a put's admission_timeout or admission_block
+// without a bound to wait on (max_unconsumed, max_ahead) is 400 invalid naming the
+// parameter given. Before 2026-12-07 admission_timeout alone was refused as
+// `invalid admission_block "": only with …`, naming a parameter the put did not send.
+func TestDataPutAdmissionParamsWithoutBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{DataDir: t.TempDir()})
+	t.Cleanup(func() { require.NoError(t, b.srv.Close(context.Background())) })
+	for _, c := range []struct{ query, field string }{
+		{"admission_timeout=5", "admission_timeout"},
+		{"admission_block=true", "admission_block"},
+		{"admission_block=true&admission_timeout=5", "admission_block"},
+	} {
+		eb := b.do(t, "POST", D+"/records?"+c.query, api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "").requireError(t, 400, "invalid")
+		require.Contains(t, eb.Message, "invalid "+c.field+" ", "%s: names the parameter given", c.query)
+		require.Contains(t, eb.Message, "max_unconsumed or max_ahead", "%s: says what it needs", c.query)
+	}
+}
