@@ -308,9 +308,18 @@ const wholeNumberRange = "lakeshore_whole_number_range"
 
 // nonNegative marks the integer flags names of c as taking whole numbers ≥ 0 (their
 // values below 0 are refused where they are checked, with that rule's own words).
-func nonNegative(c *cobra.Command, names ...string) {
+func nonNegative(c *cobra.Command, names ...string) { wholeFrom(c, 0, names...) }
+
+// positive marks the integer flags names of c as taking whole numbers ≥ 1 (a count of
+// records or workers), as nonNegative does for ≥ 0: a value past the type's range then
+// says "from 1 to …", not the Go type's range from its most negative value.
+func positive(c *cobra.Command, names ...string) { wholeFrom(c, 1, names...) }
+
+// wholeFrom marks the integer flags names of c as taking whole numbers from lo.
+func wholeFrom(c *cobra.Command, lo int64, names ...string) {
 	for _, name := range names {
-		if err := c.Flags().SetAnnotation(name, wholeNumberRange, []string{"from 0 to " + strconv.FormatInt(math.MaxInt64, 10)}); err != nil {
+		rng := "from " + strconv.FormatInt(lo, 10) + " to " + strconv.FormatInt(math.MaxInt64, 10)
+		if err := c.Flags().SetAnnotation(name, wholeNumberRange, []string{rng}); err != nil {
 			panic(err) // a flag name misspelt in the code
 		}
 	}

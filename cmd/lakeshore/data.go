@@ -319,6 +319,7 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 	cmd.Flags().StringVar(&putID, "put-id", "", "idempotency id: batch k is put with the id ID.k, and a repeat with the same ID (a retried job) answers the first put's indexes and writes nothing (kept 10 min)")
 	cmd.Flags().StringVar(&partition, "partition", persist.DefaultPartition, "partition of the records")
 	cmd.Flags().IntVar(&batch, "batch", 1000, "records per atomic put")
+	positive(cmd, "batch")
 	return cmd
 }
 

@@ -421,6 +421,11 @@ func TestDataPutIDRepeats(t *testing.T) {
 			_, errs, code := c.run(in, append(c.args, "put", "traj", "--put-id", "bad id")...)
 			require.Equal(t, exitUsage, code, errs)
 			require.Contains(t, errs, "--put-id")
+			// A --batch past int64 says the flag's own range, not the Go type's from its
+			// most negative value (before 2026-12-07: "from -9223372036854775808 to …").
+			_, errs, code = c.run(in, append(c.args, "put", "traj", "--batch", "99999999999999999999")...)
+			require.Equal(t, exitUsage, code, errs)
+			require.Contains(t, errs, "invalid --batch \"99999999999999999999\": use a whole number (digits, no exponent or fraction) from 1 to 9223372036854775807")
 		})
 	}
 }
