@@ -2,6 +2,7 @@ package persist
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -59,6 +60,10 @@ func (q *Queue) PutPartial(ctx context.Context, partition string, recs []Record,
 	return q.s.PutPartition(ctx, partition, tagged, opts)
 }
 
+// notPartialRule is the rule of PatchPartial's refusal of an index that is not a partial
+// rollout.
+const notPartialRule = "a partial rollout (put by PutPartial: it has segment_versions)"
+
 // PatchPartial adds a segment produced at version to the partial rollouts at indexes
 // of partition: fields[i] is merged into indexes[i] (PutFields), version is appended to
 // its SegmentVersionsField and becomes its LastWeightVersionField, and with complete
@@ -115,6 +120,12 @@ func (q *Queue) PatchPartial(ctx context.Context, partition string, indexes []in
 	}
 	meta := &BatchMeta{Indexes: indexes, Size: len(indexes), Partition: partition, Fields: []FieldMeta{{Name: SegmentVersionsField}}}
 	b, err := q.s.GetData(ctx, meta)
+	if ie := (*InvalidError)(nil); errors.As(err, &ie) && ie.Field == "fields" {
+		// No record of the queue has segment_versions (no partial rollout was ever put):
+		// the first index is not one, said as for a queue that holds some, not as a read
+		// of an unknown field the caller never named.
+		return &InvalidError{Field: "indexes[0]", Value: indexes[0], Rule: notPartialRule}
+	}
 	if err != nil {
 		return err
 	}
@@ -127,7 +138,7 @@ func (q *Queue) PatchPartial(ctx context.Context, partition string, indexes []in
 	for i, row := range rows {
 		segs, ok := int64List(row.Fields[SegmentVersionsField])
 		if !ok || len(segs) == 0 {
-			return &InvalidError{Field: fmt.Sprintf("indexes[%d]", i), Value: indexes[i], Rule: "a partial rollout (put by PutPartial: it has segment_versions)"}
+			return &InvalidError{Field: fmt.Sprintf("indexes[%d]", i), Value: indexes[i], Rule: notPartialRule}
 		}
 		if last := segs[len(segs)-1]; version < last {
 			return &InvalidError{Field: "weight_version", Value: version, Rule: fmt.Sprintf("≥ the newest segment's version %d of index %d (segments go forward)", last, indexes[i])}

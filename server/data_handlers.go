@@ -1031,7 +1031,11 @@ func putOptsOf(r *http.Request) (*persist.PutOpts, error) {
 	opts := &persist.PutOpts{ID: q.Get("put_id")}
 	if q.Get("admission_task") == "" && q.Get("max_unconsumed") == "" && q.Get("max_ahead") == "" {
 		if q.Get("admission_block") != "" || q.Get("admission_timeout") != "" {
-			return nil, plane.Invalid("admission_block", q.Get("admission_block"), "only with max_unconsumed or max_ahead")
+			given := "admission_block" // named as given: admission_timeout alone was refused as admission_block ""
+			if q.Get(given) == "" {
+				given = "admission_timeout"
+			}
+			return nil, plane.Invalid(given, q.Get(given), "only with max_unconsumed or max_ahead, the bounds a put waits on")
 		}
 		if opts.ID == "" {
 			return nil, nil

@@ -15,12 +15,13 @@ import (
 
 // TestDataRefusedPutCreatesNothing: a put that the server refuses (a body that does not
 // decode, a bad partition name, records a store refuses whatever the queue holds, a bad
-// put id or back-pressure, a bad version), on each route that creates its queue
+// put id or back-pressure parameters, a put back-pressure refuses at a new queue's
+// version 0, a bad version), on each route that creates its queue
 // (POST D/records, D/kv, D/version), creates no queue: nothing is listed, no directory is
 // made, and the refused put does not count against the namespace's data-queue cap; a good
 // put of each route still creates its queue. (On the code before, each route opened its
 // queue with create before reading the body, so every refused put here left an empty
-// queue behind, counted by the cap.)
+// queue behind, counted by the cap; until 2026-12-07 the put back-pressure refused did.)
 func TestDataRefusedPutCreatesNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -50,6 +51,9 @@ func TestDataRefusedPutCreatesNothing(t *testing.T) {
 		{"/records?admission_block=true", api.ContentTypeJSON, `{"records": [{"x": 1}]}`, "invalid"},
 		{"/records?max_unconsumed=-1&admission_task=t", api.ContentTypeJSON, `{"records": [{"x": 1}]}`, "invalid"},
 		{"/records?admission_task=t", api.ContentTypeJSON, `{"records": [{"x": 1}]}`, "invalid"},
+		// back-pressure: a record meant for version 3 while a new queue is at 0
+		{"/records?max_ahead=0", api.ContentTypeJSON, `{"records": [{"x": 1, "weight_version": 3}]}`, "queue_full"},
+		{"/records?max_ahead=2&admission_task=t&max_unconsumed=5", api.ContentTypeJSON, `{"records": [{"target_weight_version": 3}]}`, "queue_full"},
 		{"/records", api.ContentTypeArrow, `not an arrow stream`, "invalid"},
 		{"/kv", api.ContentTypeJSON, `{"keys": ["k"`, "invalid"},
 		{"/kv?partition=_bad", api.ContentTypeJSON, `{"keys": ["k"], "records": [{"x": 1}]}`, "invalid"},
@@ -117,5 +121,24 @@ func TestDataPutWithoutDataQueues(t *testing.T) {
 	for _, path := range []string{"/records", "/kv", "/version"} {
 		b.do(t, "POST", D+path, api.ContentTypeJSON, []byte(`{"records": [`), "").requireError(t, 501, "not_implemented")
 		b.do(t, "POST", D+path, api.ContentTypeJSON, []byte(`{"version": 1, "keys": ["k"], "records": [{"x": 1}]}`), "").requireError(t, 501, "not_implemented")
+	}
+}
+
+// TestDataPutAdmissionParamsWithoutBound: a put's admission_timeout or admission_block
+// without a bound to wait on (max_unconsumed, max_ahead) is 400 invalid naming the
+// parameter given. Before 2026-12-07 admission_timeout alone was refused as
+// `invalid admission_block "": only with …`, naming a parameter the put did not send.
+func TestDataPutAdmissionParamsWithoutBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{DataDir: t.TempDir()})
+	t.Cleanup(func() { require.NoError(t, b.srv.Close(context.Background())) })
+	for _, c := range []struct{ query, field string }{
+		{"admission_timeout=5", "admission_timeout"},
+		{"admission_block=true", "admission_block"},
+		{"admission_block=true&admission_timeout=5", "admission_block"},
+	} {
+		eb := b.do(t, "POST", D+"/records?"+c.query, api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "").requireError(t, 400, "invalid")
+		require.Contains(t, eb.Message, "invalid "+c.field+" ", "%s: names the parameter given", c.query)
+		require.Contains(t, eb.Message, "max_unconsumed or max_ahead", "%s: says what it needs", c.query)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,6 +52,9 @@ type app struct {
 	// one, the first signal cancels the command's context and the second exits at once.
 	// Signals are handled here only: the SDK installs no signal handler.
 	worker atomic.Pointer[lakeshore.Worker]
+	// interrupted names the signal (SIGINT, SIGTERM) that cancelled the command, once one
+	// did: its error then says so instead of Go's "context canceled".
+	interrupted atomic.Pointer[string]
 
 	// rideOut marks a verb that waits (worker, map, result, stream, listen, submit --wait,
 	// whose submit the plane retries as long as a wait): it rides out a plane outage with
@@ -93,7 +97,12 @@ func runApp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if !errors.As(err, &ce) || ce.err != nil {
 		// The message may quote a job's error or a client's key: escaped as the tables are,
 		// line breaks of multi-line messages kept.
-		lines := strings.Split(err.Error(), "\n")
+		msg := err.Error()
+		if sig := a.interrupted.Load(); sig != nil && code == exitInterrupted {
+			// "result 01J…: context canceled" (Go's words) says what stopped, not why.
+			msg = strings.ReplaceAll(msg, context.Canceled.Error(), "interrupted by "+*sig)
+		}
+		lines := strings.Split(msg, "\n")
 		for i, l := range lines {
 			lines[i] = printable(l)
 		}
@@ -130,6 +139,14 @@ func (a *app) watchSignals(signals <-chan os.Signal, cancel context.CancelFunc, 
 				continue
 			}
 			if n == 1 {
+				name := sig.String()
+				if s, ok := sig.(syscall.Signal); ok {
+					name = map[syscall.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM"}[s]
+					if name == "" {
+						name = sig.String()
+					}
+				}
+				a.interrupted.Store(&name)
 				cancel()
 				continue
 			}
@@ -291,9 +308,18 @@ const wholeNumberRange = "lakeshore_whole_number_range"
 
 // nonNegative marks the integer flags names of c as taking whole numbers ≥ 0 (their
 // values below 0 are refused where they are checked, with that rule's own words).
-func nonNegative(c *cobra.Command, names ...string) {
+func nonNegative(c *cobra.Command, names ...string) { wholeFrom(c, 0, names...) }
+
+// positive marks the integer flags names of c as taking whole numbers ≥ 1 (a count of
+// records or workers), as nonNegative does for ≥ 0: a value past the type's range then
+// says "from 1 to …", not the Go type's range from its most negative value.
+func positive(c *cobra.Command, names ...string) { wholeFrom(c, 1, names...) }
+
+// wholeFrom marks the integer flags names of c as taking whole numbers from lo.
+func wholeFrom(c *cobra.Command, lo int64, names ...string) {
 	for _, name := range names {
-		if err := c.Flags().SetAnnotation(name, wholeNumberRange, []string{"from 0 to " + strconv.FormatInt(math.MaxInt64, 10)}); err != nil {
+		rng := "from " + strconv.FormatInt(lo, 10) + " to " + strconv.FormatInt(math.MaxInt64, 10)
+		if err := c.Flags().SetAnnotation(name, wholeNumberRange, []string{rng}); err != nil {
 			panic(err) // a flag name misspelt in the code
 		}
 	}

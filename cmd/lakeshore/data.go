@@ -118,16 +118,17 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string, create boo
 	return q, nil
 }
 
-// openDataPut opens data queue name for a put of recs into partition: the queue is
-// created only when it does not exist and recs pass the checks every store makes of a
-// put whatever its queue holds (filestore.CheckPut), so that a refused put creates
-// nothing (a server's put routes check the same before creating).
-func (a *app) openDataPut(ctx context.Context, o *dataOpts, name, partition string, recs []persist.Record) (*persist.Queue, error) {
+// openDataPut opens data queue name for a put of recs into partition with opts: the
+// queue is created only when it does not exist and the put passes the checks every store
+// makes of a put into a queue that holds nothing yet (filestore.CheckPut: the records,
+// and back-pressure at version 0), so that a refused put creates nothing (a server's put
+// routes check the same before creating).
+func (a *app) openDataPut(ctx context.Context, o *dataOpts, name, partition string, recs []persist.Record, opts *persist.PutOpts) (*persist.Queue, error) {
 	q, err := a.openData(ctx, o, name, false)
 	if !errors.Is(err, persist.ErrNotFound) {
 		return q, err
 	}
-	if err := filestore.CheckPut(partition, recs, nil); err != nil {
+	if err := filestore.CheckPut(partition, recs, opts); err != nil {
 		return nil, err
 	}
 	return a.openData(ctx, o, name, true)
@@ -194,6 +195,11 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			// store): set when a bound is given.
 			var adm *persist.Admission
 			if c.Flags().Changed("max-unconsumed") || c.Flags().Changed("max-ahead") || admTask != "" || c.Flags().Changed("block") {
+				if c.Flags().Changed("block") && block == 0 {
+					// Admission.Timeout 0 is its default wait (30 s), which --block 0 must
+					// not silently mean.
+					return plane.Invalid("--block", block, "a duration > 0, the longest a batch waits for room, e.g. 5m (leave --block out to fail at once)")
+				}
 				adm = &persist.Admission{Task: admTask, MaxUnconsumed: maxUnconsumed, MaxAhead: -1, Block: c.Flags().Changed("block"), Timeout: block}
 				if c.Flags().Changed("max-ahead") {
 					if maxAhead < 0 {
@@ -233,18 +239,18 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 					if len(recs) == 0 {
 						return nil
 					}
+					opts := &persist.PutOpts{Admission: adm}
+					if putID != "" {
+						opts.ID = putID + "." + strconv.Itoa(batches)
+					}
 					if q == nil {
 						var err error
-						if q, err = a.openDataPut(c.Context(), o, args[0], partition, recs); err != nil {
+						if q, err = a.openDataPut(c.Context(), o, args[0], partition, recs, opts); err != nil {
 							return err
 						}
 					}
 					var got []int64
 					var err error
-					opts := &persist.PutOpts{Admission: adm}
-					if putID != "" {
-						opts.ID = putID + "." + strconv.Itoa(batches)
-					}
 					got, err = q.PutAdmitted(c.Context(), partition, recs, opts)
 					batches++
 					if err != nil {
@@ -308,11 +314,12 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 	cmd.Flags().StringVar(&admTask, "admission-task", "", "back-pressure: the trainer's task whose unconsumed records --max-unconsumed bounds")
 	cmd.Flags().Int64Var(&maxUnconsumed, "max-unconsumed", 0, "back-pressure: put a batch only while --admission-task has at most this many records of the partition unconsumed, the batch's own included (0: no bound)")
 	cmd.Flags().Int64Var(&maxAhead, "max-ahead", 0, "back-pressure: put a batch only while its records' target_weight_version (else weight_version) is at most this far above the queue's version")
-	cmd.Flags().DurationVar(&block, "block", 0, "back-pressure: wait up to this long for room (the trainer consuming or advancing the version) instead of failing at once (0: the default wait, 30s)")
+	cmd.Flags().DurationVar(&block, "block", 0, "back-pressure: wait up to this long for room (the trainer consuming or advancing the version) instead of failing at once, e.g. 5m (> 0)")
 	nonNegative(cmd, "max-unconsumed", "max-ahead")
 	cmd.Flags().StringVar(&putID, "put-id", "", "idempotency id: batch k is put with the id ID.k, and a repeat with the same ID (a retried job) answers the first put's indexes and writes nothing (kept 10 min)")
 	cmd.Flags().StringVar(&partition, "partition", persist.DefaultPartition, "partition of the records")
 	cmd.Flags().IntVar(&batch, "batch", 1000, "records per atomic put")
+	positive(cmd, "batch")
 	return cmd
 }
 

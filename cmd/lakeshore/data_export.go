@@ -47,6 +47,7 @@ func newDataExportCmd(a *app, o *dataOpts) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&partition, "partition", "", "only this partition (default: all)")
 	cmd.Flags().IntVar(&rowsPerFile, "rows-per-file", 1_000_000, "records per Parquet file")
+	positive(cmd, "rows-per-file")
 	return cmd
 }
 

@@ -352,7 +352,7 @@ func TestDataPutLargeLineSaysTheLimit(t *testing.T) {
 
 // TestDataPutRefusedCreatesNothing: a local data put that is refused — a line that is not
 // a record, records of the first batch that disagree on a field's kind, a record over the
-// size bound — creates no queue, as a put the server refuses creates none (before, each
+// size bound, a put back-pressure refuses — creates no queue, as a put the server refuses creates none (before, each
 // left an empty queue behind: data stats answered it, exit 0, instead of exit 3). Input
 // with no record creates nothing either, as over HTTP, where nothing is sent. Not
 // parallel: it sets LAKESHORE_HOME.
@@ -381,6 +381,14 @@ func TestDataPutRefusedCreatesNothing(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, ents, "no queue directory")
 	}
+	// A put back-pressure refuses at a new queue's version 0 (a record meant for version 3,
+	// --max-ahead 0) is exit 5 and creates nothing either (before 2026-12-07 it created
+	// the queue it was refused by).
+	_, errs, code := c.run(`{"x": 1, "weight_version": 3}`+"\n", "data", "put", "ahead", "--max-ahead", "0")
+	require.Equal(t, exitError, code, errs)
+	require.Contains(t, errs, "back-pressure")
+	_, errs, code = c.run("", "data", "stats", "ahead")
+	require.Equal(t, exitNotFound, code, "the refused put created the queue: %s", errs)
 	c.run(`{"x": 1}`+"\n", "data", "put", "kinds") // a good put still creates it
 	c.ok("data", "stats", "kinds")
 }
@@ -413,6 +421,11 @@ func TestDataPutIDRepeats(t *testing.T) {
 			_, errs, code := c.run(in, append(c.args, "put", "traj", "--put-id", "bad id")...)
 			require.Equal(t, exitUsage, code, errs)
 			require.Contains(t, errs, "--put-id")
+			// A --batch past int64 says the flag's own range, not the Go type's from its
+			// most negative value (before 2026-12-07: "from -9223372036854775808 to …").
+			_, errs, code = c.run(in, append(c.args, "put", "traj", "--batch", "99999999999999999999")...)
+			require.Equal(t, exitUsage, code, errs)
+			require.Contains(t, errs, "invalid --batch \"99999999999999999999\": use a whole number (digits, no exponent or fraction) from 1 to 9223372036854775807")
 		})
 	}
 }
@@ -454,6 +467,11 @@ func TestDataPutBackpressure(t *testing.T) {
 			_, errs, code = c.run(`{"x": 4}`, append(append([]string{}, c.args...), "put", "traj", "--admission-task", "train", "--max-ahead", "-1")...)
 			require.Equal(t, exitUsage, code, errs)
 			require.Contains(t, errs, "invalid --max-ahead -1: ≥ 0 (leave --max-ahead out for no bound)", "as the HTTP put's max_ahead")
+			// --block 0 is no wait to give: exit 2 naming the flag (before 2026-12-07 it
+			// waited 30 s, the Admission's default for a Timeout of 0, and then failed).
+			_, errs, code = c.run(`{"x": 4}`, append(append([]string{}, c.args...), append(bp, "--block", "0")...)...)
+			require.Equal(t, exitUsage, code, errs)
+			require.Contains(t, errs, "invalid --block 0s", "named by the flag")
 			for _, args := range [][]string{{"--admission-task", "train"}, {"--block", "1s"}} {
 				_, errs, code = c.run(`{"x": 4}`, append(append([]string{}, c.args...), append([]string{"put", "traj"}, args...)...)...)
 				require.Equal(t, exitUsage, code, errs)

@@ -92,6 +92,7 @@ interrupted (re-run to finish).`,
 	f.DurationVar(&o.spec.grace, "grace", graceDefault, "time between SIGTERM and SIGKILL when a command is stopped")
 	f.IntVar(&o.spec.stdoutCap, "stdout-cap", stdoutCapDefault, "bytes of stdout kept in each result")
 	f.IntVar(&o.spec.stderrTail, "stderr-tail", stderrTailDefault, "bytes of stderr (the last ones) kept")
+	positive(c, "workers")
 	return c
 }
 

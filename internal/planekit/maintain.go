@@ -95,7 +95,8 @@ type Maintenance interface {
 // TrimWorkers deletes, in tx, the registrations of workers last seen before cutoff: a
 // worker that stopped without removing itself (killed, its machine gone) drops out of
 // WorkerList after a minute (plane.WorkerSeenWithinDefault) and out of the store after
-// the plane's retention, so registrations of crashed workers, each under a new id, do
+// the plane's retention, or that minute when the retention is shorter (MaintenancePass
+// gives the cutoff), so registrations of crashed workers, each under a new id, do
 // not pile up for ever.
 func TrimWorkers(tx Tx, st *Statements, cutoff time.Time) (int, error) {
 	n, err := tx.Exec(st.WorkerTrim, cutoff.UnixMilli())
@@ -202,8 +203,17 @@ func MaintenancePass(m Maintenance, st *Statements, log *slog.Logger, settledKey
 	if r.TopicsTrimmed, err = m.TrimTopics(cutoff); err != nil {
 		return r, err
 	}
+	// A worker's registration is kept while WorkerList may show it (seen within
+	// plane.WorkerSeenWithinDefault), however short the retention: a retention shorter
+	// than a worker's refresh interval (serve --retention 2s) trimmed live workers between
+	// their refreshes, so `lakeshore workers` showed none and a provider supervisor took
+	// its running launches for unregistered ones.
+	workerCutoff := cutoff
+	if seen := now().Add(-plane.WorkerSeenWithinDefault); seen.Before(workerCutoff) {
+		workerCutoff = seen
+	}
 	err = m.Write("", func(t Tx) (err error) {
-		if r.WorkersTrimmed, err = TrimWorkers(t, st, cutoff); err != nil {
+		if r.WorkersTrimmed, err = TrimWorkers(t, st, workerCutoff); err != nil {
 			return err
 		}
 		r.TokensTrimmed, err = TrimTokens(t, st, cutoff)

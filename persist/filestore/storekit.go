@@ -97,13 +97,23 @@ func PrepareRecords(recs []persist.Record) (*PreparedRecords, error) {
 // prepared as every store prepares them (field names, values, kinds that disagree within
 // the put). A put into a queue that does not exist yet is checked with it before the queue
 // is created, so that a refused put creates nothing (the server's put routes, `lakeshore
-// data put`).
+// data put`). Such a queue holds no record and is at version 0, so a put its back-pressure
+// refuses there (opts.Admission: a record meant for a version more than MaxAhead above 0)
+// is refused here too, *persist.BackpressureError, unless it waits for room (Block: the
+// queue is created for the trainer's version to reach it); before 2026-12-07 that put
+// created the empty queue it was refused by.
 func CheckPut(partition string, recs []persist.Record, opts *persist.PutOpts) error {
-	if _, err := persist.CheckPut(partition, recs, opts); err != nil || len(recs) == 0 {
+	args, err := persist.CheckPut(partition, recs, opts)
+	if err != nil || len(recs) == 0 {
 		return err
 	}
-	_, err := PrepareRecords(recs)
-	return err
+	if _, err := PrepareRecords(recs); err != nil {
+		return err
+	}
+	if a := args.Admission; a != nil && !a.Block {
+		return persist.Admitted(a, partition, len(recs), args.Target, 0, 0)
+	}
+	return nil
 }
 
 // PrepareFieldUpdates checks the arguments of a PutFields (one record per index) and

@@ -21,6 +21,7 @@ func groupCases() []testCase {
 		{"DropGroup", testDropGroup},
 		{"GroupDecisionsUnderConcurrentReaders", testGroupsConcurrent},
 		{"PartialRollouts", testPartialRollouts},
+		{"PatchPartialWithoutPartials", testPatchPartialWithoutPartials},
 		{"LeasedGroupsComeBackWhole", testLeasedGroups},
 	}
 }

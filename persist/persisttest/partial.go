@@ -60,3 +60,16 @@ func testPartialRollouts(t *testing.T, q *persist.Queue) {
 	plain := putN(t, q, persist.DefaultPartition, 1, func(int) persist.Record { return persist.Record{"tokens": []int64{7}} })
 	requireInvalid(t, q.PatchPartial(ctx, "", plain, nil, 5, false)) // not a partial rollout
 }
+
+// testPatchPartialWithoutPartials: a PatchPartial of a record of a queue that holds no
+// partial rollout at all is refused as of one that is not a partial rollout, naming the
+// index, as in a queue that holds some. Before 2026-12-07 it was refused as a read of an
+// unknown field ("invalid fields \"segment_versions\": names of fields in the queue
+// schema …"), which named nothing the caller had given.
+func testPatchPartialWithoutPartials(t *testing.T, q *persist.Queue) {
+	ctx := context.Background()
+	plain := putN(t, q, persist.DefaultPartition, 2, func(int) persist.Record { return persist.Record{"tokens": []int64{7}} })
+	err := q.PatchPartial(ctx, "", plain, nil, 1, false)
+	requireInvalidField(t, err, "indexes[0]")
+	require.Contains(t, err.Error(), "a partial rollout")
+}

@@ -20,7 +20,7 @@ func testServer(t *testing.T, opts planetest.Options, scfg *server.Config, pcfg 
 	t.Helper()
 	back, err := sqliteplane.Open(t.Context(), ":memory:", &sqliteplane.Config{Now: opts.Now, Seed: opts.Seed,
 		Backoff: opts.Backoff, MaintenanceInterval: opts.MaintenanceInterval, MaxSchedulesPerNamespace: opts.MaxSchedulesPerNamespace,
-		MaxTopicsPerQueue: opts.MaxTopicsPerQueue, MaxWorkersPerNamespace: opts.MaxWorkersPerNamespace})
+		MaxTopicsPerQueue: opts.MaxTopicsPerQueue, MaxWorkersPerNamespace: opts.MaxWorkersPerNamespace, Retention: opts.Retention})
 	require.NoError(t, err)
 	var c server.Config
 	if scfg != nil {

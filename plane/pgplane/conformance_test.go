@@ -18,7 +18,7 @@ func TestConformance(t *testing.T) {
 		url, schema := pgtest.Schema(t)
 		d, err := Open(t.Context(), url, &Config{Schema: schema, Now: opts.Now, Seed: opts.Seed, Backoff: opts.Backoff,
 			MaintenanceInterval: opts.MaintenanceInterval, MaxSchedulesPerNamespace: opts.MaxSchedulesPerNamespace,
-			MaxTopicsPerQueue: opts.MaxTopicsPerQueue, MaxWorkersPerNamespace: opts.MaxWorkersPerNamespace})
+			MaxTopicsPerQueue: opts.MaxTopicsPerQueue, MaxWorkersPerNamespace: opts.MaxWorkersPerNamespace, Retention: opts.Retention})
 		require.NoError(t, err)
 		t.Cleanup(func() { d.Close() })
 		return d

@@ -23,7 +23,7 @@ func TestConformanceOverHTTP(t *testing.T) {
 		url, schema := pgtest.Schema(t)
 		back, err := Open(t.Context(), url, &Config{Schema: schema, Now: opts.Now, Seed: opts.Seed, Backoff: opts.Backoff,
 			MaintenanceInterval: opts.MaintenanceInterval, MaxSchedulesPerNamespace: opts.MaxSchedulesPerNamespace,
-			MaxTopicsPerQueue: opts.MaxTopicsPerQueue, MaxWorkersPerNamespace: opts.MaxWorkersPerNamespace})
+			MaxTopicsPerQueue: opts.MaxTopicsPerQueue, MaxWorkersPerNamespace: opts.MaxWorkersPerNamespace, Retention: opts.Retention})
 		require.NoError(t, err)
 		// The suite submits raw bytes as payloads; the server's default insists on msgpack.
 		srv := server.New(back, &server.Config{RawValues: true,

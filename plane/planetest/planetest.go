@@ -58,6 +58,11 @@ type Options struct {
 	// (plane.CheckWorkerCount); 0: the plane's defaults. The suite sets small ones where it
 	// checks the caps.
 	MaxTopicsPerQueue, MaxWorkersPerNamespace int
+	// Retention is the plane's retention (how long maintenance keeps finished jobs, idle
+	// topics, silent workers' registrations and stopped tokens); 0: the plane's default,
+	// plane.RetentionDefault. The suite sets a short one where it checks what a short
+	// retention must still keep.
+	Retention time.Duration
 }
 
 // Run runs the whole conformance suite against the driver that factory makes, one

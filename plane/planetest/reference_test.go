@@ -62,9 +62,11 @@ type refDriver struct {
 	topics map[refTopicKey]*refTopic
 	// maxTopics and maxWorkers are the caps (plane.CheckTopicCount, CheckWorkerCount).
 	maxTopics, maxWorkers int
-	changed               chan struct{}
-	closed                bool
-	workers               map[[2]string]plane.WorkerInfo
+	// retention is Options.Retention, else plane.RetentionDefault.
+	retention time.Duration
+	changed   chan struct{}
+	closed    bool
+	workers   map[[2]string]plane.WorkerInfo
 	// rotation is how many claims over several queues began: the first queue they try
 	// turns with it.
 	rotation int
@@ -100,6 +102,7 @@ func newRefDriver(opts planetest.Options) *refDriver {
 		backoff:    opts.Backoff,
 		maxTopics:  opts.MaxTopicsPerQueue,
 		maxWorkers: opts.MaxWorkersPerNamespace,
+		retention:  cmp.Or(opts.Retention, plane.RetentionDefault),
 		ids:        plane.NewIDGenerator(),
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		invs:       map[string]*refInvocation{},
@@ -1006,14 +1009,26 @@ func (d *refDriver) Maintain(ctx context.Context) error {
 		changed = true
 	}
 	d.lastPass = now
-	cutoff := now.Add(-plane.RetentionDefault)
+	if d.retention < 0 {
+		if changed {
+			d.notify()
+		}
+		return nil
+	}
+	cutoff := now.Add(-d.retention)
 	for k, tp := range d.topics {
 		if tp.updated.Before(cutoff) {
 			delete(d.topics, k)
 		}
 	}
+	// A worker is kept while it may still be listed (seen within the last minute), however
+	// short the retention.
+	workerCutoff := cutoff
+	if seen := now.Add(-plane.WorkerSeenWithinDefault); seen.Before(workerCutoff) {
+		workerCutoff = seen
+	}
 	for k, w := range d.workers {
-		if w.LastSeen.Before(cutoff) {
+		if w.LastSeen.Before(workerCutoff) {
 			delete(d.workers, k)
 		}
 	}

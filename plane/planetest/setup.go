@@ -59,6 +59,8 @@ type config struct {
 	maxSchedules int
 	// maxTopics and maxWorkers are Options.MaxTopicsPerQueue and MaxWorkersPerNamespace.
 	maxTopics, maxWorkers int
+	// retention is Options.Retention.
+	retention time.Duration
 }
 
 // bundle is one subtest's plane and what drives it. Its helpers fail the test on unexpected
@@ -80,6 +82,7 @@ func (s *suite) setup(t *testing.T, cfg config) *bundle {
 		MaxSchedulesPerNamespace: cfg.maxSchedules,
 		MaxTopicsPerQueue:        cfg.maxTopics,
 		MaxWorkersPerNamespace:   cfg.maxWorkers,
+		Retention:                cfg.retention,
 	}
 	if cfg.noMaintenance {
 		opts.MaintenanceInterval = maintenanceOff

@@ -55,6 +55,35 @@ func testWorkers(t *testing.T, s *suite) {
 		require.Equal(t, []string{"alive"}, all(), "silent past retention: trimmed")
 	})
 
+	t.Run("ShortRetentionKeepsLiveWorkers", func(t *testing.T) {
+		// A retention shorter than a worker's refresh interval (serve --retention 2s) does
+		// not trim a live worker: a registration is kept while WorkerList shows it (seen
+		// within plane.WorkerSeenWithinDefault), then trimmed once silent past both. Before
+		// 2026-12-07 maintenance deleted every registration not refreshed within the
+		// retention, so `lakeshore workers` showed none of the running workers between their
+		// refreshes (every 10 s) and a provider supervisor took its launches for
+		// unregistered ones.
+		t.Parallel()
+		b := s.setup(t, config{retention: time.Second})
+		listed := func() []string {
+			list, err := b.drv.WorkerList(b.ctx, &plane.WorkerListParams{Namespace: b.ns, SeenWithin: 10 * plane.RetentionDefault})
+			must(t, err, "list workers")
+			var ids []string
+			for _, w := range list {
+				ids = append(ids, w.ID)
+			}
+			return ids
+		}
+		must(t, b.drv.WorkerRegister(b.ctx, &plane.WorkerInfo{ID: "live", Namespace: b.ns, Host: "h", PID: 1,
+			Queues: []string{b.q}}), "register")
+		b.advance(plane.WorkerSeenWithinDefault - time.Second) // past the retention, not past a refresh's bound
+		b.maintain(t)
+		require.Equal(t, []string{"live"}, listed(), "a worker seen within the last minute is kept")
+		b.advance(2 * time.Second)
+		b.maintain(t)
+		require.Empty(t, listed(), "silent past the retention and the minute: trimmed")
+	})
+
 	t.Run("KeyedByNamespaceAndID", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})

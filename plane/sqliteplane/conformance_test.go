@@ -31,7 +31,7 @@ func TestConformance(t *testing.T) {
 				}
 				d, err := Open(t.Context(), path, &Config{Now: opts.Now, Seed: opts.Seed, Backoff: opts.Backoff,
 					MaintenanceInterval: opts.MaintenanceInterval, MaxSchedulesPerNamespace: opts.MaxSchedulesPerNamespace,
-					MaxTopicsPerQueue: opts.MaxTopicsPerQueue, MaxWorkersPerNamespace: opts.MaxWorkersPerNamespace})
+					MaxTopicsPerQueue: opts.MaxTopicsPerQueue, MaxWorkersPerNamespace: opts.MaxWorkersPerNamespace, Retention: opts.Retention})
 				require.NoError(t, err)
 				t.Cleanup(func() { d.Close() })
 				return d
