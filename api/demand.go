@@ -46,11 +46,12 @@ type DemandResponse struct {
 // NewShapeDemand converts d to its wire form.
 func NewShapeDemand(d *plane.ShapeDemand) ShapeDemand {
 	return ShapeDemand{Namespace: d.Namespace, Queue: d.Queue, Shape: d.Shape, Requirement: NewRequirement(d.Requirement),
-		Queued: d.Queued, Running: d.Running, OldestReady: d.OldestReady.Seconds()}
+		Queued: d.Queued, Running: d.Running, OldestReady: d.OldestReady.Seconds(), CapableWorkers: d.CapableWorkers}
 }
 
 // Plane converts d back to plane.ShapeDemand.
 func (d *ShapeDemand) Plane() plane.ShapeDemand {
 	return plane.ShapeDemand{Namespace: d.Namespace, Queue: d.Queue, Shape: d.Shape, Requirement: d.Requirement.Plane(),
-		Queued: d.Queued, Running: d.Running, OldestReady: time.Duration(d.OldestReady * float64(time.Second))}
+		Queued: d.Queued, Running: d.Running, OldestReady: time.Duration(d.OldestReady * float64(time.Second)),
+		CapableWorkers: d.CapableWorkers}
 }

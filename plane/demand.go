@@ -29,6 +29,13 @@ type ShapeDemand struct {
 	// oldest by id) has been claimable; 0 when none is claimable now. For the default
 	// shape it reads the jobs without a concurrency key.
 	OldestReady time.Duration
+	// CapableWorkers, when not nil, counts the live registered workers of the queue whose
+	// offers satisfy Requirement, as a server counted them over its whole registry (GET
+	// /v1/demand's capable_workers, read by an HTTP plane): a queue-scoped token does not
+	// see a worker that also serves a queue it does not cover, yet that worker places
+	// the shape's jobs. Nil from a plane that does not count (the count is then made
+	// from Driver.WorkerList: UnplaceableWork).
+	CapableWorkers *int64
 }
 
 // SortDemand orders d by namespace, queue, then shape (the default shape, "", first): the

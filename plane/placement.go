@@ -414,7 +414,8 @@ type Unplaceable struct {
 // UnplaceableWork returns, per queue of demand (a Driver.DemandList), its queued work that
 // no live worker can place: the shapes with a requirement and queued jobs that none of
 // workers (a Driver.WorkerList: the live workers) serving the queue offers
-// (CapableWorkers). Queues without such work are left out; the order is demand's. Pure:
+// (CapableWorkers), or, for a row a server counted (ShapeDemand.CapableWorkers not nil),
+// that count is 0. Queues without such work are left out; the order is demand's. Pure:
 // the caller reads the demand counters and the registry, off the claim path.
 func UnplaceableWork(demand []ShapeDemand, workers []WorkerInfo) []Unplaceable {
 	var out []Unplaceable
@@ -425,7 +426,11 @@ func UnplaceableWork(demand []ShapeDemand, workers []WorkerInfo) []Unplaceable {
 		if d.Shape == "" || d.Requirement == nil || d.Queued <= 0 {
 			continue // the default shape: every worker runs it
 		}
-		if capable, _ := CapableWorkers(d.Requirement, d.Namespace, d.Queue, workers); capable > 0 {
+		if d.CapableWorkers != nil {
+			if *d.CapableWorkers > 0 {
+				continue // a server's count over its whole registry (a token may see less)
+			}
+		} else if capable, _ := CapableWorkers(d.Requirement, d.Namespace, d.Queue, workers); capable > 0 {
 			continue
 		}
 		k := [2]string{d.Namespace, d.Queue}

@@ -29,4 +29,14 @@ func TestUnplaceableWork(t *testing.T) {
 		{Namespace: "other", Queue: "train", Queued: 1, Example: gpu},
 	}, got, "the default shape and shapes a live worker of the queue offers are placeable; nothing queued is nothing to say")
 	require.Empty(t, UnplaceableWork(demand[:1], nil), "jobs without a requirement: no note, even with no worker")
+
+	// A row a server counted (GET /v1/demand's capable_workers, over its whole registry)
+	// is decided by that count, not by the workers the caller's token may list.
+	one, zero := int64(1), int64(0)
+	counted := []ShapeDemand{
+		{Namespace: "default", Queue: "train", Shape: gpu.Shape(), Requirement: gpu, Queued: 2, CapableWorkers: &one},
+		{Namespace: "default", Queue: "eval", Shape: gpu.Shape(), Requirement: gpu, Queued: 3, CapableWorkers: &zero},
+	}
+	require.Equal(t, []Unplaceable{{Namespace: "default", Queue: "eval", Queued: 3, Example: gpu}},
+		UnplaceableWork(counted, workers[2:]), "train: a worker the caller does not see places it; eval: the server counted none")
 }

@@ -157,6 +157,9 @@ func (a *app) noteNotOffered(ctx context.Context, d *lakeshore.Dispatch, queues 
 	if err != nil {
 		return
 	}
+	for i := range demand {
+		demand[i].CapableWorkers = nil // what this worker places, not what any live one does
+	}
 	self := []plane.WorkerInfo{{Namespace: d.Namespace(), Queues: queues, Offers: offers}}
 	for _, u := range plane.UnplaceableWork(demand, self) {
 		if !slices.Contains(queues, u.Queue) {
