@@ -20,7 +20,7 @@ func DataRoutes() []Route {
 				{"max_unconsumed", "integer", "back-pressure: at most this many records of the partition unconsumed by admission_task (0: no bound)"},
 				{"max_ahead", "integer", "back-pressure: a record's target version at most this many versions above the current one (default: no bound)"},
 				{"admission_block", "boolean", "back-pressure: wait for room instead of failing with queue_full"},
-				{"admission_timeout", "number", "back-pressure: seconds a blocked put waits (default 30)"}},
+				{"admission_timeout", "number", "back-pressure: seconds > 0 a blocked put waits (default 30)"}},
 			Request: &DataPutRequest{}, Response: &DataIndexesResponse{}},
 		{Method: "GET", Path: DataPath + "/records", Operation: "dataRead", Permission: "data:read",
 			Summary: "read records by index range (Arrow IPC stream; JSON or msgpack rows on request)",

@@ -1069,6 +1069,11 @@ func putOptsOf(r *http.Request) (*persist.PutOpts, error) {
 		if a.Timeout, err = seconds("admission_timeout", f); err != nil {
 			return nil, err
 		}
+		if a.Timeout == 0 {
+			// persist.Admission reads a zero Timeout as its default (30 s): a put told to
+			// wait 0 s would wait 30, which `data put --block 0` and Python refuse too.
+			return nil, plane.Invalid("admission_timeout", t, "seconds > 0 a blocked put waits (leave admission_timeout out for the default 30 s)")
+		}
 	}
 	if err := persist.CheckAdmission(a); err != nil {
 		return nil, err

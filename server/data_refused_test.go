@@ -51,6 +51,7 @@ func TestDataRefusedPutCreatesNothing(t *testing.T) {
 		{"/records?admission_block=true", api.ContentTypeJSON, `{"records": [{"x": 1}]}`, "invalid"},
 		{"/records?max_unconsumed=-1&admission_task=t", api.ContentTypeJSON, `{"records": [{"x": 1}]}`, "invalid"},
 		{"/records?admission_task=t", api.ContentTypeJSON, `{"records": [{"x": 1}]}`, "invalid"},
+		{"/records?max_ahead=5&admission_block=true&admission_timeout=0", api.ContentTypeJSON, `{"records": [{"x": 1}]}`, "invalid"},
 		// back-pressure: a record meant for version 3 while a new queue is at 0
 		{"/records?max_ahead=0", api.ContentTypeJSON, `{"records": [{"x": 1, "weight_version": 3}]}`, "queue_full"},
 		{"/records?max_ahead=2&admission_task=t&max_unconsumed=5", api.ContentTypeJSON, `{"records": [{"target_weight_version": 3}]}`, "queue_full"},
@@ -140,5 +141,20 @@ func TestDataPutAdmissionParamsWithoutBound(t *testing.T) {
 		eb := b.do(t, "POST", D+"/records?"+c.query, api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "").requireError(t, 400, "invalid")
 		require.Contains(t, eb.Message, "invalid "+c.field+" ", "%s: names the parameter given", c.query)
 		require.Contains(t, eb.Message, "max_unconsumed or max_ahead", "%s: says what it needs", c.query)
+	}
+}
+
+// TestDataPutAdmissionTimeoutZeroRefused: admission_timeout=0 is 400 invalid naming it and
+// saying what is allowed, and stores nothing. Before 2026-12-07 the server read 0 as
+// "the default", so a put told to wait 0 s waited 30 s, while `data put --block 0` and
+// Python's Backpressure(timeout=0) refuse 0 (docs/http-api.md).
+func TestDataPutAdmissionTimeoutZeroRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &server.Config{DataDir: t.TempDir()})
+	t.Cleanup(func() { require.NoError(t, b.srv.Close(context.Background())) })
+	for _, q := range []string{"admission_timeout=0", "admission_timeout=0.0", "admission_timeout=-0"} {
+		eb := b.do(t, "POST", D+"/records?max_ahead=5&admission_block=true&"+q, api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "").requireError(t, 400, "invalid")
+		require.Contains(t, eb.Message, "invalid admission_timeout ", q)
+		require.Contains(t, eb.Message, "leave admission_timeout out for the default 30 s", q)
 	}
 }
