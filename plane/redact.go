@@ -38,7 +38,7 @@ const maxNesting = 4
 // of query parameters that carry secrets (password=, sslpassword=, token=, …), and of a
 // libpq keyword string's password=. A URL given as a query value (postgres://…?blob=
 // s3://…?endpoint=http://user:pw@host), escaped or not, is redacted the same way in place,
-// to maxNesting levels; the rest of the URL is printed as given. A file path or any text
+// to maxNesting levels; the rest of the URL is printed as given, its scheme in the case given. A file path or any text
 // without a secret is returned as given. It is the one redaction every printed target,
 // data URL or provider setting goes through.
 func RedactURL(target string) string { return redact(target, 0) }
@@ -68,6 +68,11 @@ func redact(target string, depth int) string {
 			if j := strings.LastIndexByte(out, '@'); j >= i {
 				out = redactUnparsed(out[:i]+"xxxxx"+out[j:], depth)
 			}
+		}
+		// net/url lower-cases the scheme; print it as given, so a message about a
+		// scheme's case ("POSTGRES://…": plane.PostgresURLRule) shows the one written.
+		if i := strings.Index(target, "://"); i > 0 && len(out) >= i && strings.EqualFold(out[:i], target[:i]) {
+			out = target[:i] + out[i:]
 		}
 		return out
 	}

@@ -156,6 +156,9 @@ func (o *ServeOpts) Validate() error {
 	if o.Data != "" && o.DataDir != "" {
 		return plane.Invalid("--data/--data-dir", nil, "give one: --data-dir for file stores on this machine, --data for a distributed store")
 	}
+	if plane.IsMiscasedPostgresURL(o.Data) {
+		return plane.Invalid("--data", plane.RedactURL(o.Data), plane.PostgresURLRule)
+	}
 	if o.Data != "" && !plane.IsPostgresURL(o.Data) {
 		return plane.Invalid("--data", plane.RedactURL(o.Data), "postgres://…?blob=<bucket URL>, e.g. postgres://db/lakeshore?blob=s3%3A%2F%2Fbucket")
 	}

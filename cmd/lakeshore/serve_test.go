@@ -449,3 +449,17 @@ func TestServeScheduleCap(t *testing.T) {
 		require.NoFileExists(t, db, "refused before the plane was opened")
 	})
 }
+
+// TestServeDataMiscasedSchemeSaysSo: serve --data with the PostgreSQL scheme in upper case
+// is refused naming --data with plane.PostgresURLRule (write it in lower case), as every
+// other target is since plane.IsMiscasedPostgresURL, not with --data's generic "postgres://…
+// ?blob=" rule, which did not say what was wrong, quoting the URL with its scheme lower-cased
+// (as if written right); the password stays hidden.
+func TestServeDataMiscasedSchemeSaysSo(t *testing.T) {
+	t.Parallel()
+	err := (&ServeOpts{Data: "POSTGRES://u:hunter22secret@db/lake?blob=file%3A%2F%2F%2Ftmp%2Fb"}).Validate()
+	require.ErrorContains(t, err, "--data")
+	require.ErrorContains(t, err, "write the scheme in lower case")
+	require.ErrorContains(t, err, `"POSTGRES://u:xxxxx@db/lake?`, "the URL as written, its password hidden")
+	require.NotContains(t, err.Error(), "hunter22secret")
+}
