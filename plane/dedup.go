@@ -43,6 +43,21 @@ func DedupCutoff(now time.Time, uniqueFor time.Duration) time.Time {
 	return now.Add(-uniqueFor)
 }
 
+// KeyHeldUntil is when the dedup window of the submit s, stored at created, ends (ms since
+// the epoch): created + s.UniqueFor, or 0 when s has no dedup window. The plane stores it
+// with the invocation (NULL for 0) and never trims the invocation before it while it still
+// holds its key, so a finished holder is not trimmed out from under its window (retention,
+// InvocationTrim): a submit within the window finds it however long ago it finished. A
+// holder that gives its key up (a later submit took it over) gives the hold up with it.
+// Debounce needs none: a debounced holder gives its key up once claimable, so by the time
+// it is finished (and can be trimmed) the next debounced submit takes the key over anyway.
+func KeyHeldUntil(s *SubmitParams, created time.Time) int64 {
+	if s.UniqueFor <= 0 || s.Key == "" {
+		return 0
+	}
+	return created.Add(s.UniqueFor).UnixMilli()
+}
+
 // MetaUniqueFor is the metadata key that marks an invocation submitted with a dedup window
 // (UniqueFor), its value the window in seconds, as MetaDebounce marks a debounced one. The
 // plane sets it (DebounceMetadata).

@@ -92,7 +92,9 @@ type Driver interface {
 	DemandList(ctx context.Context, namespace string) ([]ShapeDemand, error)
 
 	// InvocationTrim deletes terminal invocations (and their journals) that finished before
-	// params.FinishedBefore, freeing their keys. It returns how many it deleted.
+	// params.FinishedBefore, freeing their keys, but not one still holding its key for a
+	// dedup window (KeyHeldUntil): it is kept until the window ends. It returns how many it
+	// deleted.
 	InvocationTrim(ctx context.Context, params *TrimParams) (int64, error)
 
 	// FramePost appends a frame to a journal and returns its seq. On an invocation's journal

@@ -36,6 +36,18 @@ func Trim(p *plane.TrimParams, batch func(limit int) (int64, error)) (int64, err
 	}
 }
 
+// KeyNotHeld is the condition every trim of invocations adds (now: the parameter of the
+// plane's clock, ms): an invocation still holding its key for a dedup window is kept until
+// the window ends (plane.KeyHeldUntil; the column is NULL without one and once the key was
+// taken over). The trims read the rows by finished_ms (index invocations_finished) and
+// test it on the row they read anyway; a row kept is skipped, not counted, so Trim's batch
+// loop ends (a batch deletes fewer than its limit once only kept rows remain). Rows past
+// the cutoff but kept are those of dedup windows longer than the retention, submitted
+// within their window: each trim reads them again.
+func KeyNotHeld(now string) string {
+	return `(key_held_until IS NULL OR key_held_until <= ` + now + `)`
+}
+
 // Ending is what an operator's cancel or kill does: the stored states it ends an
 // invocation from, the terminal state it ends in and the error it records.
 type Ending struct {

@@ -296,7 +296,7 @@ type Statements struct {
 	// KeyHolder: namespace, queue, key → id, created (ms), metadata of the invocation
 	// holding the key, locked for the transaction. DebounceHolder: the same → id,
 	// metadata, waiting (a bool: waiting out its due time), attempt, available (ms).
-	// KeyFree: id; frees the invocation's key. DebounceFold: id, payload, metadata,
+	// KeyFree: id; frees the invocation's key (and its hold against trims, plane.KeyHeldUntil). DebounceFold: id, payload, metadata,
 	// available (ms). (submit.go)
 	KeyHolder, DebounceHolder, KeyFree, DebounceFold string
 	// IDHolder: id → namespace, queue of the invocation holding a caller's id.

@@ -62,7 +62,7 @@ func (st *Statements) Common(dialect func(string) string) {
 	st.TokenRevoke = d(`UPDATE {s}.tokens SET revoked_ms = $1 WHERE id = $2`)
 	st.TokenTrim = d(`DELETE FROM {s}.tokens WHERE (revoked_ms > 0 AND revoked_ms < $1) OR (expires_ms > 0 AND expires_ms < $1)`)
 
-	st.KeyFree = d(`UPDATE {s}.invocations SET key = NULL WHERE id = $1`)
+	st.KeyFree = d(`UPDATE {s}.invocations SET key = NULL, key_held_until = NULL WHERE id = $1`) // the hold goes with the key (plane.KeyHeldUntil)
 	st.KeyLimitsDelete = d(`DELETE FROM {s}.concurrency_limits WHERE namespace = $1 AND queue = $2`)
 	st.KeyLimitInsert = d(`INSERT INTO {s}.concurrency_limits (namespace, queue, concurrency_key, limit_n, weight)
 		VALUES ($1, $2, $3, $4, $5)`)

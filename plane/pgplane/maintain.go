@@ -169,7 +169,7 @@ func (d *Driver) trimBatch(ctx context.Context, namespace, queue string, cutoff 
 	var total int64
 	err := d.do(ctx, func(t *tx) error {
 		total = 0
-		rs, err := t.query(d.sql.trim, cutoff.UnixMilli(), namespace, queue, limit)
+		rs, err := t.query(d.sql.trim, cutoff.UnixMilli(), namespace, queue, limit, t.ms)
 		if err != nil {
 			return err
 		}

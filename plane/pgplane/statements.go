@@ -355,7 +355,8 @@ func newStatements(schema string) statements {
 		warmHeadFILO:      s(warmHeads(`id DESC`)),
 		warmHeadPriority:  s(warmHeads(`priority DESC, id`)),
 		placementTrim:     planekit.PlacementTrimSQL(s("{s}.placement_shapes"), s("{s}.placement_warm"), s("{s}.invocations"), "", "$1"),
-		// trim deletes up to $4 terminal invocations finished before $1 (with their frames)
+		// trim deletes up to $4 terminal invocations finished before $1 (with their frames), but
+		// not one still holding its key for a dedup window at $5 (planekit.KeyNotHeld),
 		// and returns what it deleted per counter. Its DELETEs take their rows as
 		// = ANY (ARRAY(SELECT … FROM victims)), a primary-key probe a row, as promote's
 		// UPDATE does: a join with victims (USING, IN) was planned, in the generic plan, for
@@ -364,7 +365,7 @@ func newStatements(schema string) statements {
 		// and 40,020 frames: 1,158 pages, 91 with the arrays: TestTrimReadsNoRowKept).
 		trim: s(`WITH victims AS (
 				SELECT id FROM {s}.invocations WHERE state >= 2 AND finished_ms < $1
-				AND ($2 = '' OR namespace = $2) AND ($3 = '' OR queue = $3)
+				AND ($2 = '' OR namespace = $2) AND ($3 = '' OR queue = $3) AND ` + planekit.KeyNotHeld("$5") + `
 				ORDER BY finished_ms LIMIT $4 FOR UPDATE SKIP LOCKED),
 			deleted AS (DELETE FROM {s}.invocations WHERE id = ANY (ARRAY(SELECT id FROM victims))
 				RETURNING id, namespace, queue, state, priority),

@@ -110,12 +110,13 @@ const insertOrder = `u.namespace, u.queue, u.concurrency_key, u.shape, u.host_ke
 // clause or RETURNING.
 func insertRows(order string) string {
 	return `INSERT INTO {s}.invocations (id, namespace, queue, key, state, priority, waiting, payload,
-			metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement, host_key)
+			metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, created_ms, concurrency_key, shape, requirement, host_key, key_held_until)
 		SELECT u.id, u.namespace, u.queue, u.key, 0, u.priority, u.available_ms > $1, u.payload, u.metadata,
-			u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1, u.concurrency_key, u.shape, u.requirement, u.host_key
+			u.max_attempts, u.attempt_timeout_ms, u.deadline_ms, u.available_ms, $1, u.concurrency_key, u.shape, u.requirement, u.host_key,
+			NULLIF(u.key_held_until, 0)
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::bytea[], $8::bytea[],
-			$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[]) AS u(id, namespace, queue, key, priority,
-			payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement, host_key)
+			$9::integer[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[], $16::text[], $17::bigint[]) AS u(id, namespace, queue, key, priority,
+			payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement, host_key, key_held_until)
 		ORDER BY ` + order
 }
 
@@ -153,6 +154,7 @@ type staged struct {
 	payloads, metas                     [][]byte
 	maxAttempts                         []int32
 	timeouts, deadlines, availables     []int64
+	heldUntils                          []int64 // plane.KeyHeldUntil, 0 (NULL) without a dedup window
 }
 
 // slot is where a staged invocation came from: its request, its index there, its id.
@@ -194,6 +196,7 @@ func (st *staged) add(r *submitRequest, i int, id string, now time.Time) {
 	st.timeouts = append(st.timeouts, s.AttemptTimeout.Milliseconds())
 	st.deadlines = append(st.deadlines, planekit.ToMS(s.Deadline))
 	st.availables = append(st.availables, s.DueAt(now).UnixMilli())
+	st.heldUntils = append(st.heldUntils, plane.KeyHeldUntil(s, now))
 }
 
 // stage stages the invocations of r that may be new in st and answers r as far as it can
@@ -245,7 +248,7 @@ func (t *tx) insertStaged(st *staged, reqs []*submitRequest) (map[string]bool, e
 			insert = t.d.sql.insert
 		}
 		rs, err := t.query(insert, t.ms, st.ids, st.namespaces, st.queues, st.keys, st.prios, st.payloads, st.metas,
-			st.maxAttempts, st.timeouts, st.deadlines, st.availables, st.concurrencyKeys, st.shapes, st.requirements, st.hostKeys)
+			st.maxAttempts, st.timeouts, st.deadlines, st.availables, st.concurrencyKeys, st.shapes, st.requirements, st.hostKeys, st.heldUntils)
 		if err != nil {
 			return nil, fmt.Errorf("submit: %w", err)
 		}

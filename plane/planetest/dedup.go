@@ -71,6 +71,52 @@ func testDedup(t *testing.T, s *suite) {
 		b.requireCounts(t, map[plane.State]int64{plane.StateQueued: 3})
 	})
 
+	t.Run("WindowOutlivesTrim", func(t *testing.T) {
+		// "At most once per 30 days": a holder submitted with a window is not trimmed —
+		// neither by InvocationTrim nor by the retention pass — while its window lasts
+		// (created + its UniqueFor), so a submit within the window still finds it however
+		// long ago it finished. Once the window has passed it is trimmed as any finished
+		// invocation; a holder whose key a later submit took over is trimmed at once.
+		t.Parallel()
+		retention := time.Hour
+		b := s.setup(t, config{noMaintenance: true, retention: retention})
+		window := 720 * time.Hour
+		first := b.submitOne(t, plane.SubmitParams{Key: "daily", UniqueFor: window, Payload: []byte("x")})
+		b.ack(t, b.claimID(t, first), "done")
+		plain := b.submitOne(t, plane.SubmitParams{Key: "plain"})
+		b.ack(t, b.claimID(t, plain), "done")
+		cutoff := b.advance(time.Minute)
+		require.EqualValues(t, 1, b.trim(t, plane.TrimParams{FinishedBefore: cutoff}), "only the ordinary invocation is trimmed")
+		b.requireGone(t, plain)
+		require.Equal(t, "daily", b.requireState(t, first, plane.StateSucceeded, 1).Key, "the holder is kept within its window")
+		again := b.submit(t, plane.SubmitParams{Key: "daily", UniqueFor: window, Payload: []byte("y")})[0]
+		require.Equal(t, plane.SubmitResult{ID: first, Existing: true}, again, "within the window after a trim: the first wins")
+
+		b.advance(retention + time.Hour) // past retention, within the window
+		b.maintain(t)
+		b.requireState(t, first, plane.StateSucceeded, 1)
+		again = b.submit(t, plane.SubmitParams{Key: "daily", UniqueFor: window, Payload: []byte("z")})[0]
+		require.Equal(t, plane.SubmitResult{ID: first, Existing: true}, again, "within the window after retention: the first wins")
+		b.requireCounts(t, map[plane.State]int64{plane.StateSucceeded: 1})
+
+		// A holder whose key is taken over (a later submit's shorter window passed) gives
+		// its hold up with its key.
+		taken := b.submitOne(t, plane.SubmitParams{Key: "weekly", UniqueFor: window})
+		b.ack(t, b.claimID(t, taken), "done")
+		b.advance(2 * time.Second)
+		next := b.submit(t, plane.SubmitParams{Key: "weekly", UniqueFor: time.Second})[0]
+		require.False(t, next.Existing, "a shorter window that passed takes the key over")
+		require.EqualValues(t, 1, b.trim(t, plane.TrimParams{FinishedBefore: b.advance(time.Minute)}), "the holder that gave its key up is trimmed")
+		b.requireGone(t, taken)
+
+		b.advance(window) // the first's window has passed: it is trimmed as usual
+		b.maintain(t)
+		b.requireGone(t, first)
+		fresh := b.submit(t, plane.SubmitParams{Key: "daily", UniqueFor: window})[0]
+		require.False(t, fresh.Existing, "after the window a new invocation")
+		require.NotEqual(t, first, fresh.ID)
+	})
+
 	t.Run("OneBatch", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

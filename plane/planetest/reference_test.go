@@ -36,6 +36,9 @@ type refInvocation struct {
 	frames    []plane.Frame
 	closed    bool // terminal: the journal ended
 	closedBy  int  // the attempt whose final post stored an END frame, 0 when none did
+	// heldUntil is plane.KeyHeldUntil (ms, 0: no dedup window): trims keep the invocation
+	// until then while it still holds its key.
+	heldUntil int64
 }
 
 type refTopicKey struct{ ns, q, topic string }
@@ -233,7 +236,7 @@ func (d *refDriver) InvocationSubmitMany(ctx context.Context, p *plane.SubmitMan
 			Priority: s.Priority, Payload: slices.Clone(s.Payload), Metadata: plane.DebounceMetadata(&s),
 			MaxAttempts: cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault), AttemptTimeout: s.AttemptTimeout,
 			Deadline: s.Deadline, AvailableAt: s.DueAt(now), CreatedAt: now,
-		}}
+		}, heldUntil: plane.KeyHeldUntil(&s, now)}
 		if !s.Requirement.IsZero() {
 			r := *s.Requirement
 			r.Labels = maps.Clone(r.Labels)
@@ -868,6 +871,9 @@ func (d *refDriver) trim(ns, q string, before time.Time) int64 {
 		inv := &ri.inv
 		if (ns != "" && inv.Namespace != ns) || (q != "" && inv.Queue != q) || !inv.State.Terminal() || !inv.FinishedAt.Before(before) {
 			continue
+		}
+		if inv.Key != "" && ri.heldUntil > d.now().UnixMilli() {
+			continue // its dedup window lasts: a submit within it still finds it
 		}
 		delete(d.invs, id)
 		if inv.Key != "" {

@@ -77,9 +77,10 @@ func (s maintenance) Trim(cutoff time.Time, limit int) (int, error) {
 }
 
 // trim deletes up to limit terminal invocations (of one namespace and queue, "" for all)
-// that finished before cutoff, with their journals.
+// that finished before cutoff, with their journals, but not one still holding its key for
+// a dedup window (planekit.KeyNotHeld).
 func (t *wtx) trim(namespace, queue string, cutoff time.Time, limit int) (int64, error) {
-	rs, err := t.w.st.finishedBefore.QueryContext(t.ctx, cutoff.UnixMilli(), namespace, queue, limit)
+	rs, err := t.w.st.finishedBefore.QueryContext(t.ctx, cutoff.UnixMilli(), namespace, queue, limit, t.ms)
 	if err != nil {
 		return 0, fmt.Errorf("trim: %w", err)
 	}

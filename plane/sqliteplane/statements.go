@@ -60,7 +60,8 @@ const idsHeldWidth = 8
 // are the batch's (?1, ?2, ?3, bound once per statement); each row binds insertWidth more,
 // with anonymous parameters (numbered in order after ?3): id, key, state, priority,
 // payload, metadata, max_attempts, attempt_timeout_ms, deadline_ms, available_ms,
-// concurrency_key, shape, requirement, host_key.
+// concurrency_key, shape, requirement, host_key, key_held_until (plane.KeyHeldUntil, NULL
+// without a dedup window).
 //
 // Only the few shared parameters are numbered: the driver asks SQLite for the name of
 // every parameter it binds, and SQLite finds a numbered one's name by a linear scan of the
@@ -68,8 +69,8 @@ const idsHeldWidth = 8
 // in time quadratic in their number (measured: half the instructions of a submit).
 const (
 	insertColumns = `namespace, queue, created_ms, id, key, state, priority, payload, metadata,
-		max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement, host_key`
-	insertWidth = 14
+		max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement, host_key, key_held_until`
+	insertWidth = 15
 )
 
 // insertSQL is the INSERT of n invocations.
@@ -235,7 +236,8 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn, kit *planekit.
 		{&s.keyBucket, `UPDATE concurrency_keys SET tokens = ?4, tokens_ms = ?5
 			WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3`},
 		{&s.finishedBefore, `SELECT seq, id, namespace, queue, state, priority FROM invocations
-			WHERE state >= 2 AND finished_ms < ?1 AND (?2 = '' OR namespace = ?2) AND (?3 = '' OR queue = ?3) LIMIT +?4`},
+			WHERE state >= 2 AND finished_ms < ?1 AND (?2 = '' OR namespace = ?2) AND (?3 = '' OR queue = ?3)
+			AND ` + planekit.KeyNotHeld("?5") + ` LIMIT +?4`},
 		{&s.deleteInvocation, `DELETE FROM invocations WHERE seq = ?`},
 		{&s.deleteFrames, `DELETE FROM frames WHERE journal = ?`},
 		{&s.staleTopics, `SELECT journal FROM topics WHERE updated_ms < ? LIMIT 1000`},

@@ -195,9 +195,13 @@ func (t *wtx) insertMany(namespace, queue string, invs []plane.SubmitParams, fre
 			if r := plane.EncodeRequirement(s.Requirement); r != nil {
 				requirement = string(r)
 			}
+			var heldUntil any
+			if until := plane.KeyHeldUntil(s, time.UnixMilli(t.ms)); until != 0 {
+				heldUntil = until
+			}
 			args = append(args, id, key, stored, s.Priority, payload, planekit.EncodeMetadata(plane.DebounceMetadata(s)),
 				cmp.Or(s.MaxAttempts, plane.MaxAttemptsDefault), s.AttemptTimeout.Milliseconds(), planekit.ToMS(s.Deadline), due,
-				concurrencyKey, s.Requirement.Shape(), requirement, plane.HostKeyOf(s.Metadata))
+				concurrencyKey, s.Requirement.Shape(), requirement, plane.HostKeyOf(s.Metadata), heldUntil)
 			run.Add(state, s.Priority, t.count)
 			if state == planekit.StateDelayed {
 				t.delayed(due)
