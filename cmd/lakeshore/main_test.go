@@ -66,6 +66,14 @@ func newCLI(t *testing.T) *cli {
 // SQLite plane.
 func newHTTPCLI(t *testing.T) *cli {
 	t.Helper()
+	c, _ := newHTTPCLIWithDriver(t)
+	return c
+}
+
+// newHTTPCLIWithDriver is newHTTPCLI, with the server's plane for a test to write to
+// directly (a worker's registration).
+func newHTTPCLIWithDriver(t *testing.T) (*cli, *sqliteplane.Driver) {
+	t.Helper()
 	drv, err := sqliteplane.Open(t.Context(), filepath.Join(t.TempDir(), "plane.db"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +85,7 @@ func newHTTPCLI(t *testing.T) *cli {
 		srv.Stop()
 		drv.Close()
 	})
-	return &cli{t: t, target: ts.URL}
+	return &cli{t: t, target: ts.URL}, drv
 }
 
 // run runs args with stdin and returns stdout, stderr and the exit code.

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lakeshore-dev/lakeshore/plane"
-	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
-	"github.com/lakeshore-dev/lakeshore/server"
 )
 
 // TestWorkerNoteOverHTTPCountsItsOwnOffers: over HTTP the demand rows carry the server's
@@ -17,18 +13,7 @@ import (
 // `lakeshore worker` is about the jobs THIS worker leaves, so another live worker that
 // could place them does not silence it, and `queues` says nothing while that one is live.
 func TestWorkerNoteOverHTTPCountsItsOwnOffers(t *testing.T) {
-	drv, err := sqliteplane.Open(t.Context(), filepath.Join(t.TempDir(), "plane.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := server.New(drv, nil)
-	ts := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		ts.Close()
-		srv.Stop()
-		drv.Close()
-	})
-	c := &cli{t: t, target: ts.URL}
+	c, drv := newHTTPCLIWithDriver(t)
 	c.ok("submit", "q", `"gpu"`, "--requires", "gpus=1")
 	if err := drv.WorkerRegister(t.Context(), &plane.WorkerInfo{ID: "w-gpu", Namespace: "default", Host: "h", PID: 1,
 		Queues: []string{"q"}, StartedAt: time.Now(), Offers: &plane.Offers{GPUs: 1}}); err != nil {

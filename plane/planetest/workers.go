@@ -31,15 +31,6 @@ func testWorkers(t *testing.T, s *suite) {
 		// seen since is kept. Before, registrations of crashed workers were kept for ever.
 		t.Parallel()
 		b := s.setup(t, config{})
-		all := func() []string {
-			list, err := b.drv.WorkerList(b.ctx, &plane.WorkerListParams{Namespace: b.ns, SeenWithin: 10 * plane.RetentionDefault})
-			must(t, err, "list workers")
-			var ids []string
-			for _, w := range list {
-				ids = append(ids, w.ID)
-			}
-			return ids
-		}
 		register := func(id string) {
 			must(t, b.drv.WorkerRegister(b.ctx, &plane.WorkerInfo{ID: id, Namespace: b.ns, Host: "h", PID: 1,
 				Queues: []string{b.q}}), "register "+id)
@@ -49,10 +40,10 @@ func testWorkers(t *testing.T, s *suite) {
 		b.advance(plane.RetentionDefault - time.Minute)
 		register("alive")
 		b.maintain(t)
-		require.ElementsMatch(t, []string{"silent", "alive"}, all(), "kept for the retention period")
+		require.ElementsMatch(t, []string{"silent", "alive"}, storedWorkerIDs(t, b), "kept for the retention period")
 		b.advance(2 * time.Minute)
 		b.maintain(t)
-		require.Equal(t, []string{"alive"}, all(), "silent past retention: trimmed")
+		require.Equal(t, []string{"alive"}, storedWorkerIDs(t, b), "silent past retention: trimmed")
 	})
 
 	t.Run("ShortRetentionKeepsLiveWorkers", func(t *testing.T) {
@@ -65,23 +56,14 @@ func testWorkers(t *testing.T, s *suite) {
 		// unregistered ones.
 		t.Parallel()
 		b := s.setup(t, config{retention: time.Second})
-		listed := func() []string {
-			list, err := b.drv.WorkerList(b.ctx, &plane.WorkerListParams{Namespace: b.ns, SeenWithin: 10 * plane.RetentionDefault})
-			must(t, err, "list workers")
-			var ids []string
-			for _, w := range list {
-				ids = append(ids, w.ID)
-			}
-			return ids
-		}
 		must(t, b.drv.WorkerRegister(b.ctx, &plane.WorkerInfo{ID: "live", Namespace: b.ns, Host: "h", PID: 1,
 			Queues: []string{b.q}}), "register")
 		b.advance(plane.WorkerSeenWithinDefault - time.Second) // past the retention, not past a refresh's bound
 		b.maintain(t)
-		require.Equal(t, []string{"live"}, listed(), "a worker seen within the last minute is kept")
+		require.Equal(t, []string{"live"}, storedWorkerIDs(t, b), "a worker seen within the last minute is kept")
 		b.advance(2 * time.Second)
 		b.maintain(t)
-		require.Empty(t, listed(), "silent past the retention and the minute: trimmed")
+		require.Empty(t, storedWorkerIDs(t, b), "silent past the retention and the minute: trimmed")
 	})
 
 	t.Run("KeyedByNamespaceAndID", func(t *testing.T) {
@@ -236,4 +218,17 @@ func testWorkers(t *testing.T, s *suite) {
 		must(t, register(b.ns, "w3"), "a removal makes room")
 		require.ElementsMatch(t, []string{b.ns + "/w2", b.ns + "/w3"}, slices.Collect(maps.Keys(b.workers(t, b.ns))))
 	})
+}
+
+// storedWorkerIDs lists the ids of b's namespace's stored worker registrations, seen within
+// ten retention periods (every one maintenance has not trimmed).
+func storedWorkerIDs(t *testing.T, b *bundle) []string {
+	t.Helper()
+	list, err := b.drv.WorkerList(b.ctx, &plane.WorkerListParams{Namespace: b.ns, SeenWithin: 10 * plane.RetentionDefault})
+	must(t, err, "list workers")
+	var ids []string
+	for _, w := range list {
+		ids = append(ids, w.ID)
+	}
+	return ids
 }
