@@ -61,12 +61,20 @@ func setup(t testing.TB, cfg *server.Config) *testBundle {
 // that interleaves plane calls with the server's.
 func setupWrapped(t testing.TB, cfg *server.Config, wrap func(plane.Driver) plane.Driver) *testBundle {
 	t.Helper()
-	back, err := sqliteplane.Open(t.Context(), ":memory:", nil)
-	require.NoError(t, err)
 	var c server.Config
 	if cfg != nil {
 		c = *cfg
 	}
+	// A test's clock (Config.Now) is the plane's too, as a server's default clock is the
+	// plane's (plane.ClockOf): a server on a fake clock in front of a plane on this
+	// machine's saw its maintenance pass (every 250 ms, on the real clock) trim a token
+	// the test had just minted "expired a minute ago" on 2026-01-01 as expired for months.
+	var planeConfig *sqliteplane.Config
+	if c.Now != nil {
+		planeConfig = &sqliteplane.Config{Now: c.Now}
+	}
+	back, err := sqliteplane.Open(t.Context(), ":memory:", planeConfig)
+	require.NoError(t, err)
 	b := &testBundle{back: back, logs: &syncBuffer{}}
 	c.Logger = slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var drv plane.Driver = back
