@@ -41,7 +41,9 @@ func TestCorruptDataStoreAnswersTypedError(t *testing.T) {
 			}
 			require.NoError(t, os.WriteFile(target, []byte("this is not what the store wrote"), 0o600))
 
-			b2 := setup(t, &server.Config{DataDir: dir})
+			// The job plane is b's (no part of this test): opening one for each page under
+			// the race detector was most of the test's 66–93 s in CI's race pass.
+			b2 := serveOn(t, b.back, b.back, &server.Config{DataDir: dir})
 			t.Cleanup(func() { _ = b2.srv.Close(context.Background()) })
 			r = b2.do(t, "POST", D+"/data", api.ContentTypeJSON, []byte(`{"indexes": [0, 1]}`), "")
 			require.Equal(t, 500, r.status, "%s", r.body)
@@ -92,7 +94,9 @@ func TestDamagedMetaDBPageAnswersCorrupt(t *testing.T) {
 			damaged[i] = 0xa5
 		}
 		require.NoError(t, os.WriteFile(path, damaged, 0o600))
-		b2 := setup(t, &server.Config{DataDir: dir})
+		// The job plane is b's (no part of this test): opening one for each page under
+		// the race detector was most of the test's 66–93 s in CI's race pass.
+		b2 := serveOn(t, b.back, b.back, &server.Config{DataDir: dir})
 		for _, call := range []struct{ path, body string }{
 			{"/data", `{"indexes": [0, 1]}`},
 			{"/meta", `{"task": "t", "fields": ["x"], "batch_size": 4}`},

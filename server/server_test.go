@@ -75,18 +75,27 @@ func setupWrapped(t testing.TB, cfg *server.Config, wrap func(plane.Driver) plan
 	}
 	back, err := sqliteplane.Open(t.Context(), ":memory:", planeConfig)
 	require.NoError(t, err)
-	b := &testBundle{back: back, logs: &syncBuffer{}}
-	c.Logger = slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() { back.Close() }) // after the server's clean-up (clean-ups run last first)
 	var drv plane.Driver = back
 	if wrap != nil {
 		drv = wrap(back)
 	}
+	return serveOn(t, back, drv, &c)
+}
+
+// serveOn starts a server of cfg over drv (back, or back wrapped) and stops it when the test
+// ends, leaving back open: a test that starts several servers in turn over one plane (data
+// stores reopened, the job plane unchanged) opens the plane once.
+func serveOn(t testing.TB, back, drv plane.Driver, cfg *server.Config) *testBundle {
+	t.Helper()
+	c := *cfg
+	b := &testBundle{back: back, logs: &syncBuffer{}}
+	c.Logger = slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b.srv = server.New(drv, &c)
 	b.ts = httptest.NewServer(b.srv)
 	t.Cleanup(func() {
 		b.srv.Stop()
 		b.ts.Close()
-		back.Close()
 		if t.Failed() {
 			t.Log(b.logs.String())
 		}
