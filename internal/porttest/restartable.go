@@ -19,21 +19,31 @@ import (
 // is an ephemeral one, as a listener on port 0 gives.
 func Restartable(t testing.TB) string {
 	t.Helper()
+	addr, err := RestartableAddr()
+	if err != nil {
+		t.Fatalf("porttest: %v", err)
+	}
+	return addr
+}
+
+// RestartableAddr is Restartable for code without a testing.TB (a helper that starts a
+// server process, as internal/pgtest does).
+func RestartableAddr() (string, error) {
 	if low, ok := ephemeralLow(); ok && low > restartableMin+1000 {
 		for range 100 {
 			addr := fmt.Sprintf("127.0.0.1:%d", restartableMin+rand.N(low-restartableMin))
 			if l, err := net.Listen("tcp", addr); err == nil {
 				l.Close()
-				return addr
+				return addr, nil
 			}
 		}
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("porttest: listen: %v", err)
+		return "", fmt.Errorf("listen: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().String(), nil
 }
 
 // restartableMin is the lowest port Restartable picks: well above the ports services are
