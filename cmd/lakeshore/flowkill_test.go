@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/lakeshore-dev/lakeshore"
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/internal/porttest"
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 	"github.com/lakeshore-dev/lakeshore/plane/pgplane"
 	"github.com/lakeshore-dev/lakeshore/wire"
@@ -41,14 +41,11 @@ type killable struct {
 }
 
 // startKillable starts `lakeshore serve --target target args…` on a loopback port it then
-// keeps.
+// keeps: one outside the ephemeral range (porttest.Restartable), which no other socket is
+// given while the server is down between a kill and its restart.
 func startKillable(t *testing.T, target string, args ...string) *killable {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	k := &killable{t: t, target: target, args: args, addr: addr}
+	k := &killable{t: t, target: target, args: args, addr: porttest.Restartable(t)}
 	k.restart()
 	return k
 }

@@ -2,8 +2,6 @@ package pgdb
 
 import (
 	"errors"
-	"fmt"
-	"net"
 	"net/url"
 	"testing"
 
@@ -11,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lakeshore-dev/lakeshore/internal/pgtest"
+	"github.com/lakeshore-dev/lakeshore/internal/porttest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 )
 
@@ -32,12 +31,11 @@ func TestConnect(t *testing.T) {
 	}
 	require.NoError(t, connect(*good))
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
+	// A port held by a socket that never listens (porttest.Refused), not a closed
+	// listener's: another process (a parallel package's server) could take that port before
+	// the dial, which then reached it instead of being refused.
 	refused := *good
-	refused.Host = fmt.Sprintf("127.0.0.1:%d", port)
+	refused.Host = porttest.Refused(t)
 	err = connect(refused)
 	require.ErrorIs(t, err, ErrConnectionRefused)
 	require.ErrorIs(t, err, plane.ErrUnavailable)

@@ -38,6 +38,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
+
+	"github.com/lakeshore-dev/lakeshore/internal/porttest"
 )
 
 // Superuser and Password are the credentials of the test server's superuser.
@@ -403,13 +405,20 @@ func (s *Server) chown(path string) error {
 	return os.Chown(path, uid, gid)
 }
 
+// freePort is a port free now, below the system's ephemeral range
+// (porttest.RestartableAddr): Restart and Crash then Resume start the server again on its
+// port, and while it is down no listener on port 0 or outgoing connection of this machine
+// is given that port (one from a closed listener on port 0 could be).
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := porttest.RestartableAddr()
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(port)
 }
 
 func tail(s string, n int) string {

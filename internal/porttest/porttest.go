@@ -1,5 +1,6 @@
-// Package porttest gives tests a loopback address whose connections are refused for as
-// long as the test runs.
+// Package porttest gives tests loopback addresses that no other process takes by chance:
+// one whose connections are refused for as long as the test runs (Refused), and one for a
+// server the test stops and starts again on the same address (Restartable).
 //
 // The usual way, listening on port 0 and closing the listener, leaves a free port that any
 // other process (a parallel test, another package's server) may take before the test

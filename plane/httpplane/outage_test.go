@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lakeshore-dev/lakeshore/internal/porttest"
 	"github.com/lakeshore-dev/lakeshore/plane"
 	"github.com/lakeshore-dev/lakeshore/plane/httpplane"
 	"github.com/lakeshore-dev/lakeshore/plane/sqliteplane"
@@ -38,7 +39,9 @@ func newRestartable(t *testing.T) *restartable {
 	back, err := sqliteplane.Open(t.Context(), ":memory:", nil)
 	require.NoError(t, err)
 	r := &restartable{t: t, back: back}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// A port outside the ephemeral range: while the server is down no other socket (a
+	// parallel test's listener, a client's connection) is given it, so start binds it again.
+	ln, err := net.Listen("tcp", porttest.Restartable(t))
 	require.NoError(t, err)
 	r.addr = ln.Addr().String()
 	r.serve(ln)

@@ -864,16 +864,19 @@ def test_a_call_from_a_signal_handler_while_the_client_loop_starts_is_answered(
 
 
 def test_refused_connections_are_unavailable() -> None:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    d = HttpDispatch(f"http://127.0.0.1:{port}", retry_for=0.2)
-    try:
-        with pytest.raises(errors.UnavailableError, match="cannot reach the Lakeshore server"):
-            SyncQueue("q", dispatch=d).submit(1)
-    finally:
-        d.close()
+    # The port stays bound by a socket that never listens (Go's internal/porttest): Linux
+    # refuses every connection to it and no other socket can take it while the test runs.
+    # A closed socket's port could be taken by another process (CI runs the Go packages'
+    # servers beside this suite) before the dial, which then reached that process.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        d = HttpDispatch(f"http://127.0.0.1:{port}", retry_for=0.2)
+        try:
+            with pytest.raises(errors.UnavailableError, match="cannot reach the Lakeshore server"):
+                SyncQueue("q", dispatch=d).submit(1)
+        finally:
+            d.close()
 
 
 def test_the_read_timeout_is_per_read() -> None:
