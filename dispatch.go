@@ -237,6 +237,12 @@ func (d *Dispatch) Queue(name string, opts *QueueOptions) (*Queue, error) {
 // database meant (refused by resolveTarget).
 var keywordTargetRE = regexp.MustCompile(`(?i)^(host|hostaddr|port|dbname|user|password|sslmode|service)\s*=`)
 
+// schemeNoSlashesRE matches the scheme of a PostgreSQL or HTTP URL written without its
+// "//" ("postgres:user:pw@db", "http:127.0.0.1:7077", "Postgres:/db"), which as a target
+// reads as a file path: a SQLite plane in a file named after it, password included, beside
+// the plane meant (refused by resolveTarget, as "sqlite:path" is).
+var schemeNoSlashesRE = regexp.MustCompile(`(?i)^(postgres|postgresql|http|https):`)
+
 // schemeRE matches a URL scheme prefix ("name://").
 var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 
@@ -282,6 +288,10 @@ func resolveTarget(target string, getenv func(string) string, userHome func() (s
 	if m == nil {
 		if len(target) >= 7 && strings.EqualFold(target[:7], "sqlite:") {
 			return "", plane.Invalid("target", plane.RedactURL(target), `use sqlite://path for a file, or ":memory:" (also sqlite://:memory:) for an in-process plane`)
+		}
+		if m := schemeNoSlashesRE.FindStringSubmatch(target); m != nil {
+			return "", plane.Invalid("target", plane.RedactURL(target),
+				fmt.Sprintf(`a %s URL needs "://" after its scheme (as a file path, it would be a SQLite file of that name): write postgres://user@host/database or http(s)://host[:port]`, strings.ToLower(m[1])))
 		}
 		if keywordTargetRE.MatchString(target) {
 			return "", plane.Invalid("target", plane.RedactURL(target),
