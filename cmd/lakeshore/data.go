@@ -195,9 +195,9 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			// store): set when a bound is given.
 			var adm *persist.Admission
 			if c.Flags().Changed("max-unconsumed") || c.Flags().Changed("max-ahead") || admTask != "" || c.Flags().Changed("block") {
-				if c.Flags().Changed("block") && block == 0 {
+				if c.Flags().Changed("block") && block <= 0 {
 					// Admission.Timeout 0 is its default wait (30 s), which --block 0 must
-					// not silently mean.
+					// not silently mean; below 0, the same rule (not the Admission's "≥ 0").
 					return plane.Invalid("--block", block, "a duration > 0, the longest a batch waits for room, e.g. 5m (leave --block out to fail at once)")
 				}
 				adm = &persist.Admission{Task: admTask, MaxUnconsumed: maxUnconsumed, MaxAhead: -1, Block: c.Flags().Changed("block"), Timeout: block}

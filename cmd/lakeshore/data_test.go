@@ -280,6 +280,12 @@ func TestFlagValuesSayWhatIsAllowed(t *testing.T) {
 		{[]string{"submit", "q", "1", "--at", "tomorrow"}, `invalid --at "tomorrow": use an RFC 3339 time`},
 		{[]string{"trim", "--all", "--older-than", "-1h"}, `invalid --older-than "-1h0m0s": use a duration ≥ 0`},
 		{[]string{"data", "get", "q", "--offset", "x"}, `invalid --offset "x": use a whole number (digits, no exponent or fraction) from 0 to 9223372036854775807`},
+		// A duration past what the flag's type holds says so (before: "use a duration
+		// such as 500ms, 30s, 5m or 1h", as if 9999999h were not written as one).
+		{[]string{"submit", "q", "1", "--delay", "9999999h"}, `invalid --delay "9999999h": a duration of at most 2562047h (about 292 years)`},
+		{[]string{"trim", "--all", "--older-than", "1e3h"}, `invalid --older-than "1e3h": use a duration such as 500ms, 30s, 5m or 1h`},
+		// --block below 0 says its rule, > 0 (before: "≥ 0", while 0 is refused).
+		{[]string{"data", "put", "q", "--admission-task", "t", "--max-unconsumed", "1", "--block", "-1s"}, `invalid --block -1s: a duration > 0`},
 	} {
 		_, errs, code := c.run("", cs.args...)
 		require.Equal(t, exitUsage, code, "%v: %s", cs.args, errs)
