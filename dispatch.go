@@ -184,6 +184,22 @@ func openDriver(ctx context.Context, target string, c Config) (plane.Driver, err
 	return drv, nil
 }
 
+// CheckTarget returns the error Open would return for target before opening anything, or
+// nil: a URL of a scheme Open does not serve, a PostgreSQL scheme in another case than
+// lower (plane.PostgresURLRule), a PostgreSQL or HTTP URL without its "//", a libpq
+// keyword/value string, white space around it (each an *InvalidError, the target shown
+// with its password masked); for "", the same of $LAKESHORE_URL when it is set. For a
+// program that chooses a store of its own by the kind of target (the lakeshore command's
+// data verbs, whose data queues live beside a SQLite plane in a directory of their own):
+// what Open refuses, it refuses too, rather than take it for that directory.
+func CheckTarget(target string) error {
+	if target == "" && os.Getenv(EnvURL) == "" {
+		return nil // the process default: $LAKESHORE_HOME, nothing to check
+	}
+	_, err := resolveTarget(target, os.Getenv, func() (string, error) { return "", nil }) // not reached: target or $LAKESHORE_URL is set
+	return err
+}
+
 // New returns a Dispatch over an explicit driver (a plane opened by the caller, e.g. with
 // sqliteplane.Open). Dispatch.Close does not close drv: its opener does. An invalid
 // Config.Namespace is reported by Dispatch.Queue.
