@@ -39,6 +39,9 @@ func TestRedactURL(t *testing.T) {
 		{"lake:secret@db/lake", "lake:xxxxx@db/lake"},
 		{"./postgres://lake:secret@db/lake", "xxxxx@db/lake"},
 		{"user@example.com", "user@example.com"},
+		// An image pinned by digest (a provider command's argument) is no URL: kept.
+		{"ghcr.io/org/img:v1@sha256:e3b0c44298fc1c149afbf4c8996fb924", "ghcr.io/org/img:v1@sha256:e3b0c44298fc1c149afbf4c8996fb924"},
+		{"postgres:lake:secret@[::1]:5432/lake", "postgres:xxxxx@[::1]:5432/lake"},
 		{"/home/me/.lakeshore/lakeshore.db", "/home/me/.lakeshore/lakeshore.db"},
 		{":memory:", ":memory:"},
 		{"", ""},

@@ -258,6 +258,8 @@ def test_printed_urls_are_redacted() -> None:
         ("lake:secret@db/lake", "lake:xxxxx@db/lake"),
         ("./postgres://lake:secret@db/lake", "xxxxx@db/lake"),
         ("user@example.com", "user@example.com"),
+        ("ghcr.io/org/img:v1@sha256:e3b0c44298fc1c149afbf4c8996fb924", "ghcr.io/org/img:v1@sha256:e3b0c44298fc1c149afbf4c8996fb924"),
+        ("postgres:lake:secret@[::1]:5432/lake", "postgres:xxxxx@[::1]:5432/lake"),
     ]:
         assert redact_url(mistyped) == want, mistyped
     d = HttpDispatch("http://user:secret@127.0.0.1:9", retry_for=0.0)
