@@ -289,7 +289,9 @@ type TrimOptions struct {
 }
 
 // Trim deletes the terminal invocations (with their journals) that opts selects, freeing
-// their keys, and returns how many it deleted. Queue.Trim is the one-queue form.
+// their keys, and returns how many it deleted; one still holding its key for a dedup
+// window (SubmitOptions.UniqueFor) is kept until the window ends, not counted. Queue.Trim
+// is the one-queue form.
 // Errors: *InvalidError for a negative OlderThan or a bad name.
 func (a *Admin) Trim(ctx context.Context, opts *TrimOptions) (int64, error) {
 	var o TrimOptions

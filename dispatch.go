@@ -184,6 +184,22 @@ func openDriver(ctx context.Context, target string, c Config) (plane.Driver, err
 	return drv, nil
 }
 
+// CheckTarget returns the error Open would return for target before opening anything, or
+// nil: a URL of a scheme Open does not serve, a PostgreSQL scheme in another case than
+// lower (plane.PostgresURLRule), a PostgreSQL or HTTP URL without its "//", a libpq
+// keyword/value string, white space around it (each an *InvalidError, the target shown
+// with its password masked); for "", the same of $LAKESHORE_URL when it is set. For a
+// program that chooses a store of its own by the kind of target (the lakeshore command's
+// data verbs, whose data queues live beside a SQLite plane in a directory of their own):
+// what Open refuses, it refuses too, rather than take it for that directory.
+func CheckTarget(target string) error {
+	if target == "" && os.Getenv(EnvURL) == "" {
+		return nil // the process default: $LAKESHORE_HOME, nothing to check
+	}
+	_, err := resolveTarget(target, os.Getenv, func() (string, error) { return "", nil }) // not reached: target or $LAKESHORE_URL is set
+	return err
+}
+
 // New returns a Dispatch over an explicit driver (a plane opened by the caller, e.g. with
 // sqliteplane.Open). Dispatch.Close does not close drv: its opener does. An invalid
 // Config.Namespace is reported by Dispatch.Queue.
@@ -237,6 +253,12 @@ func (d *Dispatch) Queue(name string, opts *QueueOptions) (*Queue, error) {
 // database meant (refused by resolveTarget).
 var keywordTargetRE = regexp.MustCompile(`(?i)^(host|hostaddr|port|dbname|user|password|sslmode|service)\s*=`)
 
+// schemeNoSlashesRE matches the scheme of a PostgreSQL or HTTP URL written without its
+// "//" ("postgres:user:pw@db", "http:127.0.0.1:7077", "Postgres:/db"), which as a target
+// reads as a file path: a SQLite plane in a file named after it, password included, beside
+// the plane meant (refused by resolveTarget, as "sqlite:path" is).
+var schemeNoSlashesRE = regexp.MustCompile(`(?i)^(postgres|postgresql|http|https):`)
+
 // schemeRE matches a URL scheme prefix ("name://").
 var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 
@@ -282,6 +304,10 @@ func resolveTarget(target string, getenv func(string) string, userHome func() (s
 	if m == nil {
 		if len(target) >= 7 && strings.EqualFold(target[:7], "sqlite:") {
 			return "", plane.Invalid("target", plane.RedactURL(target), `use sqlite://path for a file, or ":memory:" (also sqlite://:memory:) for an in-process plane`)
+		}
+		if m := schemeNoSlashesRE.FindStringSubmatch(target); m != nil {
+			return "", plane.Invalid("target", plane.RedactURL(target),
+				fmt.Sprintf(`a %s URL needs "://" after its scheme (as a file path, it would be a SQLite file of that name): write postgres://user@host/database or http(s)://host[:port]`, strings.ToLower(m[1])))
 		}
 		if keywordTargetRE.MatchString(target) {
 			return "", plane.Invalid("target", plane.RedactURL(target),

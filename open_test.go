@@ -174,7 +174,11 @@ func TestOpenRejectsOddTargets(t *testing.T) {
 	// all; and no refusal shows a password (before, each printed the target whole).
 	for _, target := range []string{"host=127.0.0.1 port=5432 user=lake password=Secret9 dbname=lake",
 		"dbname=lake password='Secret9'", " postgres://lake:Secret9@db/lake", "postgres://lake:Secret9@db/lake\n",
-		"sqlite:postgres://lake:Secret9@db/lake", "ftp://lake:Secret9@db/lake"} {
+		"sqlite:postgres://lake:Secret9@db/lake", "ftp://lake:Secret9@db/lake",
+		// A URL without its "//": before, a SQLite file of that name was made in the
+		// working directory (or its directory named, password and all, as missing).
+		"postgres:lake:Secret9@db", "Postgres:/lake:Secret9@db/lake", "postgresql:lake:Secret9@db:5432",
+		"http:127.0.0.1:7077", "HTTPS:/lake:Secret9@example.com", "postgres//lake:Secret9@db/lake"} {
 		_, err := lakeshore.Open(t.Context(), target, nil)
 		require.ErrorIs(t, err, lakeshore.ErrInvalid, "%q", target)
 		require.NotContains(t, err.Error(), "Secret9", "%q", target)

@@ -363,7 +363,8 @@ func (q *Queue) Get(ctx context.Context, id string) (*Invocation, error) {
 
 // Trim deletes the queue's terminal invocations, with their journals, that finished more
 // than olderThan ago, freeing their keys, and returns how many it deleted. olderThan 0
-// trims every terminal invocation of the queue. The plane also trims on its own after its
+// trims every terminal invocation of the queue but those still holding their keys for a
+// dedup window (SubmitOptions.UniqueFor), kept until the window ends. The plane also trims on its own after its
 // retention (7 days by default). Errors: *InvalidError for a negative olderThan.
 func (q *Queue) Trim(ctx context.Context, olderThan time.Duration) (int64, error) {
 	if olderThan < 0 {

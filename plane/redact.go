@@ -76,7 +76,48 @@ func redact(target string, depth int) string {
 		}
 		return out
 	}
-	return keywordSecret.ReplaceAllString(target, "${1}=xxxxx")
+	return keywordSecret.ReplaceAllString(redactMistyped(target), "${1}=xxxxx")
+}
+
+// mistypedScheme is the scheme a URL written without its "://" starts with, with the
+// colon and slashes given ("postgres:/", "postgres:", "postgres//").
+var mistypedScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*(?::/*|/+)`)
+
+// mistypedHost matches what follows the "@" of a URL's user info: a host (a name or an
+// address, [IPv6] included), an optional port of digits, then the end or '/', '?', '#'.
+// An image reference pinned by digest ("img:v1@sha256:e3b0…", a provider command's
+// argument) does not match: what follows its "@" is no host and port.
+var mistypedHost = regexp.MustCompile(`^(\[[^\]]*\]|[A-Za-z0-9._~%-]+)(:[0-9]*)?([/?#]|$)`)
+
+// redactMistyped redacts the user info of text that reads as a URL written without its
+// "://" ("postgres:/u:pw@h/db", "postgres//u:pw@h/db", "postgres:u:pw@h/db", "u:pw@h/db"):
+// a mistyped target, which every message quotes to say it is not one (invalid
+// LAKESHORE_URL, --data, --target). Text without white space holding an "@" with a ':'
+// before it has everything between its scheme (as given) and that "@" dropped to "xxxxx":
+// the "@" is the last one before the first '/', '?' or '#' after the first "@", as in
+// redactUnparsed, followed by a host (mistypedHost). A file path of that form
+// ("/srv/a:b@c.db") is masked too (too much, never a secret); other text is returned as
+// given.
+func redactMistyped(target string) string {
+	if strings.ContainsAny(target, " \t\r\n") {
+		return target
+	}
+	first := strings.IndexByte(target, '@')
+	if first < 0 {
+		return target
+	}
+	end := strings.IndexAny(target[first:], "/?#")
+	if end < 0 {
+		end = len(target)
+	} else {
+		end += first
+	}
+	at := strings.LastIndexByte(target[:end], '@')
+	if !strings.Contains(target[:at], ":") || !mistypedHost.MatchString(target[at+1:]) {
+		return target
+	}
+	from := len(mistypedScheme.FindString(target[:at]))
+	return target[:from] + Redacted + target[at:]
 }
 
 // URLAuthorityCut reports where a URL that net/url parses may have had its authority

@@ -30,6 +30,18 @@ func TestRedactURL(t *testing.T) {
 		{" postgres://lake:secret@db/lake", " postgres://xxxxx@db/lake"},
 		{"postgres://lake:secret@db/lake\n", "postgres://xxxxx@db/lake\n"},
 		{"sqlite:postgres://lake:secret@db/lake", "sqlite:postgres://xxxxx@db/lake"},
+		// A URL written without its "://" (a slash or both left out): every message
+		// quotes it to say it is not a target, and printed it whole, password and all.
+		{"postgres:/lake:secret@db:5432/lake", "postgres:/xxxxx@db:5432/lake"},
+		{"postgres//lake:secret@db/lake", "postgres//xxxxx@db/lake"},
+		{"postgres:lake:secret@db/lake", "postgres:xxxxx@db/lake"},
+		{"Postgresql:/lake:sec@ret@db/lake?sslmode=require", "Postgresql:/xxxxx@db/lake?sslmode=require"},
+		{"lake:secret@db/lake", "lake:xxxxx@db/lake"},
+		{"./postgres://lake:secret@db/lake", "xxxxx@db/lake"},
+		{"user@example.com", "user@example.com"},
+		// An image pinned by digest (a provider command's argument) is no URL: kept.
+		{"ghcr.io/org/img:v1@sha256:e3b0c44298fc1c149afbf4c8996fb924", "ghcr.io/org/img:v1@sha256:e3b0c44298fc1c149afbf4c8996fb924"},
+		{"postgres:lake:secret@[::1]:5432/lake", "postgres:xxxxx@[::1]:5432/lake"},
 		{"/home/me/.lakeshore/lakeshore.db", "/home/me/.lakeshore/lakeshore.db"},
 		{":memory:", ":memory:"},
 		{"", ""},

@@ -1062,17 +1062,16 @@ func putOptsOf(r *http.Request) (*persist.PutOpts, error) {
 		return nil, plane.Invalid("admission_block", b, "true or false")
 	}
 	if t := q.Get("admission_timeout"); t != "" {
+		// One rule for every value refused. persist.Admission reads a zero Timeout as its
+		// default (30 s): a put told to wait 0 s would wait 30, which `data put --block 0`
+		// and Python refuse too.
+		rule := fmt.Sprintf("seconds > 0 a blocked put waits, at most %d (leave admission_timeout out for the default 30 s)", int64(maxSeconds))
 		f, perr := strconv.ParseFloat(t, 64)
 		if perr != nil {
-			return nil, plane.Invalid("admission_timeout", t, "seconds, a number ≥ 0")
+			return nil, plane.Invalid("admission_timeout", t, rule)
 		}
-		if a.Timeout, err = seconds("admission_timeout", f); err != nil {
-			return nil, err
-		}
-		if a.Timeout == 0 {
-			// persist.Admission reads a zero Timeout as its default (30 s): a put told to
-			// wait 0 s would wait 30, which `data put --block 0` and Python refuse too.
-			return nil, plane.Invalid("admission_timeout", t, "seconds > 0 a blocked put waits (leave admission_timeout out for the default 30 s)")
+		if a.Timeout, err = seconds("admission_timeout", f); err != nil || a.Timeout <= 0 {
+			return nil, plane.Invalid("admission_timeout", t, rule)
 		}
 	}
 	if err := persist.CheckAdmission(a); err != nil {

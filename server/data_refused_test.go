@@ -152,9 +152,15 @@ func TestDataPutAdmissionTimeoutZeroRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &server.Config{DataDir: t.TempDir()})
 	t.Cleanup(func() { require.NoError(t, b.srv.Close(context.Background())) })
-	for _, q := range []string{"admission_timeout=0", "admission_timeout=0.0", "admission_timeout=-0"} {
+	// Every refused value says the one rule, > 0 (until 2026-12-07 -1 was told "use seconds
+	// from 0 to …" and "abc" "a number ≥ 0", while 0 is refused).
+	for _, q := range []string{"admission_timeout=0", "admission_timeout=0.0", "admission_timeout=-0",
+		"admission_timeout=-1", "admission_timeout=abc", "admission_timeout=1e18", "admission_timeout=NaN"} {
 		eb := b.do(t, "POST", D+"/records?max_ahead=5&admission_block=true&"+q, api.ContentTypeJSON, []byte(`{"records": [{"x": 1}]}`), "").requireError(t, 400, "invalid")
 		require.Contains(t, eb.Message, "invalid admission_timeout ", q)
+		require.Contains(t, eb.Message, "seconds > 0", q)
+		require.NotContains(t, eb.Message, "from 0", q)
+		require.NotContains(t, eb.Message, "≥ 0", q)
 		require.Contains(t, eb.Message, "leave admission_timeout out for the default 30 s", q)
 	}
 }

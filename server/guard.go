@@ -3,10 +3,12 @@ package server
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -46,7 +48,7 @@ func (s *Server) checkRequest(r *http.Request, pattern string) error {
 	if err := checkPathUTF8(r, pattern); err != nil {
 		return err
 	}
-	return checkQueryUTF8(r.URL.RawQuery)
+	return checkQuery(r.URL.RawQuery)
 }
 
 // checkBrowser refuses what a web page of another site can make the user's browser send
@@ -117,13 +119,18 @@ func checkPathUTF8(r *http.Request, pattern string) error {
 	return plane.Invalid("path", escapeInvalidUTF8(r.URL.Path), "use UTF-8 (percent-encode its bytes)")
 }
 
-// checkQueryUTF8 names the query parameter whose name or value is not UTF-8.
-func checkQueryUTF8(rawQuery string) error {
+// checkQuery names the query parameter whose name or value is not UTF-8, or that is given
+// more than once: every handler reads one value of a parameter (the first), so
+// "put_id=a&put_id=b" or "partition=a&partition=b" was done with the first and the other
+// dropped unsaid; no route takes a list as repeated parameters (fields= is one value,
+// comma-separated).
+func checkQuery(rawQuery string) error {
 	if rawQuery == "" {
 		return nil
 	}
-	q, _ := url.ParseQuery(rawQuery) // malformed pairs are dropped, as r.URL.Query() does
-	for k, vs := range q {
+	q, _ := url.ParseQuery(rawQuery)                // malformed pairs are dropped, as r.URL.Query() does
+	for _, k := range slices.Sorted(maps.Keys(q)) { // the same parameter named every time
+		vs := q[k]
 		if !utf8.ValidString(k) {
 			return plane.Invalid("query parameter name", escapeInvalidUTF8(k), "use UTF-8 (percent-encode its bytes)")
 		}
@@ -131,6 +138,9 @@ func checkQueryUTF8(rawQuery string) error {
 			if !utf8.ValidString(v) {
 				return plane.Invalid(k, escapeInvalidUTF8(v), "use UTF-8 (percent-encode its bytes)")
 			}
+		}
+		if len(vs) > 1 {
+			return plane.Invalid(k, strings.Join(vs, ", "), fmt.Sprintf("given %d times; give each query parameter once", len(vs)))
 		}
 	}
 	return nil

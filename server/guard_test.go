@@ -172,6 +172,33 @@ func TestInvalidUTF8Answers400(t *testing.T) {
 	}
 }
 
+// TestRepeatedQueryParameterAnswers400: a query parameter given twice is 400 invalid
+// naming it, and nothing is done; before, every handler took the first value and dropped
+// the other unsaid (a put with put_id=a&put_id=b was put as a; partition=a&partition=b into
+// a).
+func TestRepeatedQueryParameterAnswers400(t *testing.T) {
+	b := setup(t, nil)
+	for _, c := range []struct{ method, path, field string }{
+		{http.MethodGet, "/v1/namespaces/default/queues/q1/invocations?state=queued&state=failed", "state"},
+		{http.MethodGet, "/v1/namespaces/default/queues/q1/count?state=queued&limit=1&state=queued", "state"},
+		{http.MethodGet, "/v1/queues?namespace=default&namespace=other", "namespace"},
+		{http.MethodPost, "/v1/namespaces/default/queues/q1/invocations?x=1&x=2", "x"},
+	} {
+		var body []byte
+		if c.method == http.MethodPost {
+			body = []byte(`{"payload": 1}`)
+		}
+		r := b.do(t, c.method, c.path, "application/json", body, "")
+		eb := r.requireError(t, http.StatusBadRequest, plane.ErrInvalid.Code)
+		require.NotNil(t, eb.Details, c.path)
+		require.Equal(t, c.field, eb.Details.Field, c.path)
+		require.Contains(t, eb.Message, "given 2 times", c.path)
+	}
+	r := b.do(t, http.MethodGet, "/v1/namespaces/default/queues/q1/count", "", nil, "")
+	require.Equal(t, http.StatusOK, r.status, "the refused submit stored nothing: %s", r.body)
+	require.JSONEq(t, `{"count": 0}`, string(r.body))
+}
+
 // TestHugeContentLengthAnswers413AtOnce (issue 29, item 4): a request declaring a body
 // over the limit, and sending none, is answered 413 at once instead of waiting for it.
 func TestHugeContentLengthAnswers413AtOnce(t *testing.T) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -265,12 +266,22 @@ func (s *Server) handleTrim(w http.ResponseWriter, r *http.Request, p *principal
 			return err
 		}
 	}
-	if req.Namespace == "" || req.Queue == "" {
-		if err := authorizeGlobal(p, "a trim of every queue"); err != nil {
+	switch {
+	case req.Namespace == "":
+		if err := authorizeGlobal(p, "a trim of every namespace"); err != nil {
 			return err
 		}
-	} else if err := authorizeQueue(p, req.Namespace, req.Queue, plane.PermissionAdmin); err != nil {
-		return err
+	case req.Queue == "":
+		// Every queue of one namespace (lakeshore trim --all): an admin of all of them, the
+		// leases' rule, not only a global admin.
+		if !p.all && !(p.allows(req.Namespace, "*", plane.PermissionAdmin) && p.tok.Queue == "*") {
+			return fmt.Errorf("%w: a trim of every queue of namespace %s needs admin on every queue of it (a token for queue *), or name the queue",
+				api.ErrForbidden, req.Namespace)
+		}
+	default:
+		if err := authorizeQueue(p, req.Namespace, req.Queue, plane.PermissionAdmin); err != nil {
+			return err
+		}
 	}
 	n, err := s.drv.InvocationTrim(r.Context(), &plane.TrimParams{Namespace: req.Namespace, Queue: req.Queue, FinishedBefore: req.FinishedBefore})
 	if err != nil {

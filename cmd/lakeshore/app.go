@@ -349,11 +349,19 @@ func flagError(c *cobra.Command, err error) error {
 		return plane.Invalid(flag, value, "use a whole number from 0 to 18446744073709551615")
 	case errors.As(err, &ne):
 		return plane.Invalid(flag, value, "use a whole number (digits, no exponent or fraction) "+wholeRange)
+	case strings.Contains(err.Error(), "time: ") && durationForm.MatchString(value):
+		// Written as a duration, but past what time.Duration holds (ParseDuration says
+		// "invalid duration" for both).
+		return plane.Invalid(flag, value, "a duration of at most 2562047h (about 292 years)")
 	case strings.Contains(err.Error(), "time: "):
 		return plane.Invalid(flag, value, "use a duration such as 500ms, 30s, 5m or 1h")
 	}
 	return plane.Invalid(flag, value, strings.TrimPrefix(err.Error(), m[0]))
 }
+
+// durationForm matches text written as a Go duration (time.ParseDuration's grammar):
+// numbers, each with its unit.
+var durationForm = regexp.MustCompile(`^[-+]?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
 
 func usagef(format string, args ...any) error { return usageError(fmt.Errorf(format, args...)) }
 

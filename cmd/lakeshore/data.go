@@ -33,6 +33,13 @@ import (
 // else is the local directory --data-dir (default $LAKESHORE_HOME/data/{namespace}, the
 // layout `lakeshore serve` serves).
 
+// hasSchemeFold reports whether target begins with scheme:// in any case (HTTP://… is a
+// server to the job verbs too).
+func hasSchemeFold(target, scheme string) bool {
+	prefix := scheme + "://"
+	return len(target) >= len(prefix) && strings.EqualFold(target[:len(prefix)], prefix)
+}
+
 // dataOpts are the flags shared by the data verbs.
 type dataOpts struct {
 	dir string
@@ -70,10 +77,18 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string, create boo
 	if err := persist.CheckName("queue name", name); err != nil {
 		return nil, err
 	}
+	// What the job verbs refuse as a target (another scheme, "POSTGRES://", "postgres:u:pw@db"
+	// without its "//") is refused here too: before, every such target was taken for the
+	// local --data-dir, and the records went there unsaid.
+	if err := lakeshore.CheckTarget(a.target); err != nil {
+		return nil, err
+	}
 	target := cmp.Or(a.target, os.Getenv(lakeshore.EnvURL))
 	cfg := &persist.Config{Namespace: ns, Logger: a.logger(), Existing: !create}
 	switch {
-	case strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://"):
+	case hasSchemeFold(target, "http") || hasSchemeFold(target, "https"):
+		scheme, rest, _ := strings.Cut(target, "://")
+		target = strings.ToLower(scheme) + "://" + rest // the HTTP store reads the scheme in lower case
 		// A server that refuses connections is said so as the job verbs say it (their
 		// reachability check: "nothing answers at …"), never with the dial's Go words.
 		if err := a.reach.check(ctx, target, a.stderr); err != nil {
@@ -195,9 +210,9 @@ func newDataPutCmd(a *app, o *dataOpts) *cobra.Command {
 			// store): set when a bound is given.
 			var adm *persist.Admission
 			if c.Flags().Changed("max-unconsumed") || c.Flags().Changed("max-ahead") || admTask != "" || c.Flags().Changed("block") {
-				if c.Flags().Changed("block") && block == 0 {
+				if c.Flags().Changed("block") && block <= 0 {
 					// Admission.Timeout 0 is its default wait (30 s), which --block 0 must
-					// not silently mean.
+					// not silently mean; below 0, the same rule (not the Admission's "≥ 0").
 					return plane.Invalid("--block", block, "a duration > 0, the longest a batch waits for room, e.g. 5m (leave --block out to fail at once)")
 				}
 				adm = &persist.Admission{Task: admTask, MaxUnconsumed: maxUnconsumed, MaxAhead: -1, Block: c.Flags().Changed("block"), Timeout: block}

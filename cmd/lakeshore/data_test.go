@@ -280,6 +280,12 @@ func TestFlagValuesSayWhatIsAllowed(t *testing.T) {
 		{[]string{"submit", "q", "1", "--at", "tomorrow"}, `invalid --at "tomorrow": use an RFC 3339 time`},
 		{[]string{"trim", "--all", "--older-than", "-1h"}, `invalid --older-than "-1h0m0s": use a duration ≥ 0`},
 		{[]string{"data", "get", "q", "--offset", "x"}, `invalid --offset "x": use a whole number (digits, no exponent or fraction) from 0 to 9223372036854775807`},
+		// A duration past what the flag's type holds says so (before: "use a duration
+		// such as 500ms, 30s, 5m or 1h", as if 9999999h were not written as one).
+		{[]string{"submit", "q", "1", "--delay", "9999999h"}, `invalid --delay "9999999h": a duration of at most 2562047h (about 292 years)`},
+		{[]string{"trim", "--all", "--older-than", "1e3h"}, `invalid --older-than "1e3h": use a duration such as 500ms, 30s, 5m or 1h`},
+		// --block below 0 says its rule, > 0 (before: "≥ 0", while 0 is refused).
+		{[]string{"data", "put", "q", "--admission-task", "t", "--max-unconsumed", "1", "--block", "-1s"}, `invalid --block -1s: a duration > 0`},
 	} {
 		_, errs, code := c.run("", cs.args...)
 		require.Equal(t, exitUsage, code, "%v: %s", cs.args, errs)
@@ -580,4 +586,45 @@ func TestDataConsumptionSaysWhatItCounts(t *testing.T) {
 			require.Contains(t, help, "not the number of samples it received")
 		})
 	}
+}
+
+// TestDataVerbsRefuseWhatJobVerbsRefuse: a --target (or $LAKESHORE_URL) the job verbs
+// refuse — another scheme, the PostgreSQL scheme in upper case, a URL without its "//" — is
+// refused by the data verbs too, exit 2, its password masked, and nothing is written;
+// before, each was taken for the local --data-dir and the records went there unsaid
+// (`data put q --target POSTGRES://…?blob=…` put into $LAKESHORE_HOME/data). An HTTP URL
+// with its scheme in upper case is the server, as for the job verbs.
+func TestDataVerbsRefuseWhatJobVerbsRefuse(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("LAKESHORE_HOME", home)
+	t.Setenv("LAKESHORE_URL", "")
+	for _, target := range []string{"POSTGRES://lake:Secret9@db/lake?blob=file:///tmp/b", "ftp://lake:Secret9@db/x",
+		"redis://db", "postgres:/lake:Secret9@db/lake", "Postgresql:lake:Secret9@db"} {
+		c := &cli{t: t, target: target}
+		_, errs, code := c.run(`{"x": 1}`+"\n", "data", "put", "q")
+		require.Equal(t, exitUsage, code, "%s: %s", target, errs)
+		require.Contains(t, errs, "invalid target", target)
+		require.NotContains(t, errs, "Secret9", target)
+	}
+	t.Setenv("LAKESHORE_URL", "Postgres://lake:Secret9@db/lake")
+	c := &cli{t: t, target: ""}
+	_, errs, code := c.run(`{"x": 1}`+"\n", "data", "put", "q")
+	require.Equal(t, exitUsage, code, errs)
+	require.Contains(t, errs, "invalid LAKESHORE_URL")
+	require.NotContains(t, errs, "Secret9")
+	_, err := os.Stat(filepath.Join(home, "data"))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing was put in the local data directory")
+
+	t.Setenv("LAKESHORE_URL", "")
+	h := newHTTPDataCLI(t)
+	up := &cli{t: t, target: "HTTP://" + strings.TrimPrefix(h.cli.target, "http://")}
+	out, errs, code := up.run(`{"x": 1}`+"\n", "data", "put", "q")
+	require.Equal(t, 0, code, errs)
+	require.Equal(t, "put 1 record: index 0", strings.TrimSpace(out), "an upper-case HTTP scheme is the server")
+	q, err := persist.Open(t.Context(), "q", &h.cfg, httpstore.Driver())
+	require.NoError(t, err)
+	defer q.Close(context.Background())
+	n, err := q.Len(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "the record is on the server")
 }

@@ -21,7 +21,9 @@ func newTrimCmd(a *app) *cobra.Command {
 		Long: `Delete terminal jobs that finished more than --older-than ago (default 0: every
 terminal job), with their journals, in QUEUE, or with --all in every queue of the
 namespace. One of them is required: trim never empties a whole namespace by default.
-Their idempotency keys become free. Prints how many were deleted.`,
+Their idempotency keys become free. A job still holding its key for a --unique-for
+window is kept until the window ends (not deleted, not counted). Prints how many were
+deleted.`,
 		Example: `  lakeshore trim embed --older-than 24h
   lakeshore trim --all --older-than 168h`,
 		Args: rangeArgs(0, 1),

@@ -36,16 +36,29 @@ func Trim(p *plane.TrimParams, batch func(limit int) (int64, error)) (int64, err
 	}
 }
 
-// KeyNotHeld is the condition every trim of invocations adds (now: the parameter of the
-// plane's clock, ms): an invocation still holding its key for a dedup window is kept until
-// the window ends (plane.KeyHeldUntil; the column is NULL without one and once the key was
-// taken over). The trims read the rows by finished_ms (index invocations_finished) and
-// test it on the row they read anyway; a row kept is skipped, not counted, so Trim's batch
-// loop ends (a batch deletes fewer than its limit once only kept rows remain). Rows past
-// the cutoff but kept are those of dedup windows longer than the retention, submitted
-// within their window: each trim reads them again.
-func KeyNotHeld(now string) string {
-	return `(key_held_until IS NULL OR key_held_until <= ` + now + `)`
+// KeyNotHeld is the condition every trim of invocations adds: an invocation still holding
+// its key for a dedup window is kept until the window ends (plane.KeyHeldUntil; the column
+// is NULL without one, once the key was taken over, and once the window has ended:
+// HoldsEnded). The trims read the rows through the index invocations_trimmable, (finished_ms)
+// of the finished rows without a hold, so a row kept is never read (before, by
+// invocations_finished, every trim read again every holder past the cutoff whose window
+// lasted: migrations SQLite 020, PostgreSQL 0022).
+const KeyNotHeld = `key_held_until IS NULL`
+
+// HoldsEnded is the statement each trim of invocations runs first, in its transaction
+// ($1: the plane's clock, ms): the holds of finished invocations whose window has ended are
+// cleared (through the index invocations_held), so that their rows are trimmed as any
+// finished row. Each hold is cleared once, when its window has ended; a holder still in its
+// window is not touched. It lives here, as the statements of both SQL planes (dialect as
+// Statements.Common); skipLocked (PostgreSQL) leaves a row another transaction holds (a
+// submit taking its key over) for a later trim rather than wait for it: a hold left is
+// only a row kept longer, never one trimmed early.
+func HoldsEnded(dialect func(string) string, skipLocked bool) string {
+	if skipLocked {
+		return dialect(`UPDATE {s}.invocations SET key_held_until = NULL WHERE id = ANY (ARRAY(SELECT id FROM {s}.invocations
+			WHERE state >= 2 AND key_held_until <= $1 FOR UPDATE SKIP LOCKED))`)
+	}
+	return dialect(`UPDATE {s}.invocations SET key_held_until = NULL WHERE state >= 2 AND key_held_until <= $1`)
 }
 
 // Ending is what an operator's cancel or kill does: the stored states it ends an

@@ -169,7 +169,8 @@ func (d *Driver) trimBatch(ctx context.Context, namespace, queue string, cutoff 
 	var total int64
 	err := d.do(ctx, func(t *tx) error {
 		total = 0
-		rs, err := t.query(d.sql.trim, cutoff.UnixMilli(), namespace, queue, limit, t.ms)
+		t.exec(d.sql.holdsEnded, t.ms) // planekit.HoldsEnded, before the trim reads
+		rs, err := t.query(d.sql.trim, cutoff.UnixMilli(), namespace, queue, limit)
 		if err != nil {
 			return err
 		}

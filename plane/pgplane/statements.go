@@ -24,6 +24,7 @@ type statements struct {
 	rowsByID                                                 string
 	expiredLeases, attemptsOverdue, deadlinesPassed          string
 	trim, trimTopics, countsVacuum                           string
+	holdsEnded                                               string
 	leaderTake, leaderRelease                                string
 	keyBucket, keyHold                                       string
 	keyTurnFIFO, keyTurnFILO, keyTurnPriority                string
@@ -356,16 +357,18 @@ func newStatements(schema string) statements {
 		warmHeadPriority:  s(warmHeads(`priority DESC, id`)),
 		placementTrim:     planekit.PlacementTrimSQL(s("{s}.placement_shapes"), s("{s}.placement_warm"), s("{s}.invocations"), "", "$1"),
 		// trim deletes up to $4 terminal invocations finished before $1 (with their frames), but
-		// not one still holding its key for a dedup window at $5 (planekit.KeyNotHeld),
+		// not one still holding its key for a dedup window (planekit.KeyNotHeld: read through
+		// invocations_trimmable, after holdsEnded cleared the holds that have ended),
 		// and returns what it deleted per counter. Its DELETEs take their rows as
 		// = ANY (ARRAY(SELECT … FROM victims)), a primary-key probe a row, as promote's
 		// UPDATE does: a join with victims (USING, IN) was planned, in the generic plan, for
 		// a batch of $4 rows as a hash join over a sequential scan of the whole table, of
 		// invocations and then of frames, however few rows it deleted (5 behind 10,000 kept
 		// and 40,020 frames: 1,158 pages, 91 with the arrays: TestTrimReadsNoRowKept).
+		holdsEnded: planekit.HoldsEnded(s, true),
 		trim: s(`WITH victims AS (
-				SELECT id FROM {s}.invocations WHERE state >= 2 AND finished_ms < $1
-				AND ($2 = '' OR namespace = $2) AND ($3 = '' OR queue = $3) AND ` + planekit.KeyNotHeld("$5") + `
+				SELECT id FROM {s}.invocations WHERE state >= 2 AND ` + planekit.KeyNotHeld + ` AND finished_ms < $1
+				AND ($2 = '' OR namespace = $2) AND ($3 = '' OR queue = $3)
 				ORDER BY finished_ms LIMIT $4 FOR UPDATE SKIP LOCKED),
 			deleted AS (DELETE FROM {s}.invocations WHERE id = ANY (ARRAY(SELECT id FROM victims))
 				RETURNING id, namespace, queue, state, priority),

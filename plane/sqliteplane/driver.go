@@ -74,7 +74,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Driver, error) {
 	if err != nil {
 		var pe *sqlitedb.PathError
 		if errors.As(err, &pe) {
-			return nil, plane.Invalid("database path", path, pe.Reason)
+			return nil, plane.Invalid("database path", plane.RedactURL(path), pe.Reason) // a mistyped URL holds a password
 		}
 		return nil, err
 	}

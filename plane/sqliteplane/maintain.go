@@ -78,9 +78,14 @@ func (s maintenance) Trim(cutoff time.Time, limit int) (int, error) {
 
 // trim deletes up to limit terminal invocations (of one namespace and queue, "" for all)
 // that finished before cutoff, with their journals, but not one still holding its key for
-// a dedup window (planekit.KeyNotHeld).
+// a dedup window: it clears the holds that have ended first (planekit.HoldsEnded), then
+// reads the finished rows without a hold (planekit.KeyNotHeld, index
+// invocations_trimmable).
 func (t *wtx) trim(namespace, queue string, cutoff time.Time, limit int) (int64, error) {
-	rs, err := t.w.st.finishedBefore.QueryContext(t.ctx, cutoff.UnixMilli(), namespace, queue, limit, t.ms)
+	if _, err := t.w.st.holdsEnded.ExecContext(t.ctx, t.ms); err != nil {
+		return 0, fmt.Errorf("trim: holds ended: %w", err)
+	}
+	rs, err := t.w.st.finishedBefore.QueryContext(t.ctx, cutoff.UnixMilli(), namespace, queue, limit)
 	if err != nil {
 		return 0, fmt.Errorf("trim: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lakeshore-dev/lakeshore/internal/planekit"
 )
 
 // TestQueryPlans guards the cost of the hot path without timing anything: every claim,
@@ -59,7 +61,12 @@ func TestQueryPlans(t *testing.T) {
 		"keys emptied": kitStatements().KeysEmptied,
 		// Maintenance's trim of stopped tokens (migration 018): the revoked and expiring
 		// indexes, never every token.
-		"tokens stopped":     kitStatements().TokenTrim,
+		"tokens stopped": kitStatements().TokenTrim,
+		// The trims (migration 020): the finished rows without a hold, and the holds that
+		// have ended, each through its own index; never invocations_finished, which held
+		// the rows a dedup window keeps and had every trim read them again.
+		"trim":               finishedBeforeSQL,
+		"holds ended":        planekit.HoldsEnded(sqliteDialect.Replace, false),
 		"warm head fifo":     warmHeadSQL("invocations_warm", "id"),
 		"warm head filo":     warmHeadSQL("invocations_warm", "id DESC"),
 		"warm head priority": warmHeadSQL("invocations_warm_priority", "priority DESC, id"),
@@ -88,6 +95,12 @@ func TestQueryPlans(t *testing.T) {
 		if name == "tokens stopped" {
 			require.Contains(t, text, "USING INDEX tokens_revoked", "%s: %s", name, text)
 			require.Contains(t, text, "USING INDEX tokens_expiring", "%s: %s", name, text)
+		}
+		if name == "trim" {
+			require.Contains(t, text, "USING INDEX invocations_trimmable", "%s: %s", name, text)
+		}
+		if name == "holds ended" {
+			require.Contains(t, text, "USING INDEX invocations_held", "%s: %s", name, text)
 		}
 		if strings.HasPrefix(name, "shape head") {
 			require.Contains(t, text, "USING INDEX invocations_shaped", "%s: %s", name, text)

@@ -24,6 +24,7 @@ type statements struct {
 	countAdd, countDelete                    *sql.Stmt
 	expiredLeases, attemptsOverdue           *sql.Stmt
 	deadlinesPassed, finishedBefore          *sql.Stmt
+	holdsEnded                               *sql.Stmt
 	deleteInvocation, deleteFrames           *sql.Stmt
 	staleTopics, deleteTopic                 *sql.Stmt
 	admission, admissionTokens, queuedCount  *sql.Stmt
@@ -72,6 +73,14 @@ const (
 		max_attempts, attempt_timeout_ms, deadline_ms, available_ms, concurrency_key, shape, requirement, host_key, key_held_until`
 	insertWidth = 15
 )
+
+// finishedBeforeSQL is the trim's read: up to ?4 finished invocations (of namespace ?2 and
+// queue ?3, ” for all) finished before ?1 and holding no key for a dedup window
+// (planekit.KeyNotHeld), through invocations_trimmable, which holds no held row
+// (migration 020), so the rows a window keeps past the cutoff are never read.
+const finishedBeforeSQL = `SELECT seq, id, namespace, queue, state, priority FROM invocations
+	WHERE state >= 2 AND ` + planekit.KeyNotHeld + ` AND finished_ms < ?1 AND (?2 = '' OR namespace = ?2)
+	AND (?3 = '' OR queue = ?3) LIMIT +?4`
 
 // insertSQL is the INSERT of n invocations.
 func insertSQL(n int) string {
@@ -235,9 +244,8 @@ func (s *statements) prepare(ctx context.Context, conn *sql.Conn, kit *planekit.
 		{&s.keyLevel, keyLevelSQL},
 		{&s.keyBucket, `UPDATE concurrency_keys SET tokens = ?4, tokens_ms = ?5
 			WHERE namespace = ?1 AND queue = ?2 AND concurrency_key = ?3`},
-		{&s.finishedBefore, `SELECT seq, id, namespace, queue, state, priority FROM invocations
-			WHERE state >= 2 AND finished_ms < ?1 AND (?2 = '' OR namespace = ?2) AND (?3 = '' OR queue = ?3)
-			AND ` + planekit.KeyNotHeld("?5") + ` LIMIT +?4`},
+		{&s.finishedBefore, finishedBeforeSQL},
+		{&s.holdsEnded, planekit.HoldsEnded(sqliteDialect.Replace, false)},
 		{&s.deleteInvocation, `DELETE FROM invocations WHERE seq = ?`},
 		{&s.deleteFrames, `DELETE FROM frames WHERE journal = ?`},
 		{&s.staleTopics, `SELECT journal FROM topics WHERE updated_ms < ? LIMIT 1000`},

@@ -49,6 +49,11 @@ def d(request: pytest.FixtureRequest, planes: Planes) -> HttpDispatch:
         # directory " postgres:" too), and HttpDispatch's refusal showed their password.
         "host=db.example port=5432 user=lake password=secret dbname=lake",
         " postgres://lake:secret@db.example/lake",
+        # A URL without its "//": before, LocalDispatch made a SQLite file of that name in
+        # the working directory (the second a directory "postgres:"), password and all.
+        "postgres:lake:secret@db.example",
+        "Postgres:/lake:secret@db.example/lake",
+        "http:127.0.0.1:7077",
     ],
 )
 def test_non_http_urls_are_refused(target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -245,6 +250,18 @@ def test_printed_urls_are_redacted() -> None:
     ]:
         assert redact_url(cut) == want, cut
     assert redact_url("postgres://db/lake?user=me@example") == "postgres://db/lake?user=me@example"
+    # A URL written without its "://": printed whole before (the Go side's TestRedactURL rows).
+    for mistyped, want in [
+        ("postgres:/lake:secret@db:5432/lake", "postgres:/xxxxx@db:5432/lake"),
+        ("postgres//lake:secret@db/lake", "postgres//xxxxx@db/lake"),
+        ("postgres:lake:secret@db/lake", "postgres:xxxxx@db/lake"),
+        ("lake:secret@db/lake", "lake:xxxxx@db/lake"),
+        ("./postgres://lake:secret@db/lake", "xxxxx@db/lake"),
+        ("user@example.com", "user@example.com"),
+        ("ghcr.io/org/img:v1@sha256:e3b0c44298fc1c149afbf4c8996fb924", "ghcr.io/org/img:v1@sha256:e3b0c44298fc1c149afbf4c8996fb924"),
+        ("postgres:lake:secret@[::1]:5432/lake", "postgres:xxxxx@[::1]:5432/lake"),
+    ]:
+        assert redact_url(mistyped) == want, mistyped
     d = HttpDispatch("http://user:secret@127.0.0.1:9", retry_for=0.0)
     try:
         assert "secret" not in repr(d)

@@ -89,7 +89,7 @@ def redact_url(target: str) -> str:
         i = target.index(core)
         return target[:i] + redact_url(core) + target[i + len(core) :]
     if not _URL_SCHEME.match(target):
-        return _KEYWORD_SECRET.sub(r"\1=xxxxx", target)
+        return _KEYWORD_SECRET.sub(r"\1=xxxxx", _redact_mistyped(target))
     try:
         u = urllib.parse.urlsplit(target)
         netloc = u.netloc
@@ -112,6 +112,38 @@ def redact_url(target: str) -> str:
         return out
     except ValueError:
         return target.split("://", 1)[0] + "://xxxxx"
+
+
+# The scheme a URL written without its "://" starts with, with the colon and slashes given
+# ("postgres:/", "postgres:", "postgres//"; the Go side's plane.mistypedScheme).
+_MISTYPED_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*(?::/*|/+)")
+
+
+# What follows the "@" of a URL's user info: a host, an optional port of digits, then the
+# end or '/', '?', '#' (the Go side's plane.mistypedHost); an image pinned by digest
+# ("img:v1@sha256:e3b0…") does not match.
+_MISTYPED_HOST = re.compile(r"^(\[[^\]]*\]|[A-Za-z0-9._~%-]+)(:[0-9]*)?([/?#]|$)")
+
+
+def _redact_mistyped(target: str) -> str:
+    """The user info of text that reads as a URL written without its "://"
+    (``postgres:/u:pw@h/db``, ``postgres//u:pw@h``, ``u:pw@h/db``) dropped to ``xxxxx``, its
+    scheme kept as given: text without white space holding an "@" with a ':' before it, the
+    "@" the last one before the first '/', '?' or '#' after the first, a host after it (the
+    Go side's ``plane.redactMistyped``); other text as given."""
+    if any(c in target for c in " \t\r\n"):
+        return target
+    first = target.find("@")
+    if first < 0:
+        return target
+    ends = [i for i in (target.find(c, first) for c in "/?#") if i >= 0]
+    end = min(ends) if ends else len(target)
+    at = target.rfind("@", 0, end)
+    if ":" not in target[:at] or not _MISTYPED_HOST.match(target[at + 1 :]):
+        return target
+    m = _MISTYPED_SCHEME.match(target[:at])
+    start = m.end() if m else 0
+    return target[:start] + "xxxxx" + target[at:]
 
 
 def _authority_cut(u: urllib.parse.SplitResult) -> bool:

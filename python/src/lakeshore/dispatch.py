@@ -133,6 +133,11 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 # as a target would read as a file path (the Go side's keywordTargetRE).
 _KEYWORD_TARGET = re.compile(r"(?i)^(host|hostaddr|port|dbname|user|password|sslmode|service)\s*=")
 
+# The scheme of a PostgreSQL or HTTP URL written without its "//" ("postgres:user:pw@db",
+# "http:127.0.0.1:7077"), which as a target would read as a file path (the Go side's
+# schemeNoSlashesRE).
+_SCHEME_NO_SLASHES = re.compile(r"(?i)^(postgres|postgresql|http|https):")
+
 
 def is_url(target: str) -> bool:
     """Whether ``target`` starts with a ``scheme://``."""
@@ -190,6 +195,21 @@ def check_target(target: str, field: str, *, http: bool) -> None:
             "of that name: to use PostgreSQL from Python, run `lakeshore serve --target "
             "postgres://user@host:port/database` with the password in PGPASSWORD or ~/.pgpass "
             "and pass its http:// URL",
+            field=field,
+            value=shown,
+            rule=accepted,
+        )
+    if not scheme and (m := _SCHEME_NO_SLASHES.match(target)):
+        missing = m.group(1).lower()
+        hint = ""
+        if missing.startswith("postgres"):
+            hint = (
+                "; to use PostgreSQL from Python, run `lakeshore serve --target postgres://user@host:port/database` "
+                "with the password in PGPASSWORD or ~/.pgpass and pass its http:// URL"
+            )
+        raise errors.InvalidError(
+            f"{field} {shown!r}: a {missing} URL needs \"://\" after its scheme (as a file "
+            f"path, it would be a SQLite file of that name); it takes {accepted}{hint}",
             field=field,
             value=shown,
             rule=accepted,
