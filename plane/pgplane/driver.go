@@ -113,14 +113,15 @@ var (
 
 // Open connects to the PostgreSQL database at url (postgres://user:password@host:port/db or
 // a key=value connection string; pool_max_conns sets the pool's size, 8 by default;
-// pool_min_conns how many connections it keeps open, 8 by default (never more than the
-// pool's size); the plane's own parameters schema, poll_only, poll_interval and retention set those fields of
-// cfg, see ParseURL), migrates the plane's schema to SchemaVersion and starts the plane.
-// Before it returns it opens the pool's pool_min_conns connections and prepares on each
-// the statements every job runs, and so does each connection the pool opens later, so
-// that the first jobs do not pay for opening and preparing (docs/operations.md); a
-// failure there is logged, not returned. Close closes the pool it makes. Errors: *plane.InvalidError for a bad URL, URL parameter
-// or Config; ErrHostNotFound, ErrConnectionRefused, ErrCredentials, ErrDatabaseMissing or
+// pool_min_conns how many connections it keeps open, 8 by default and never more than the
+// pool's size; the plane's own parameters schema, poll_only, poll_interval and retention
+// set those fields of cfg, see ParseURL), migrates the plane's schema to SchemaVersion and
+// starts the plane. Before it returns it opens the pool's pool_min_conns connections and
+// prepares on each the statements every job runs, as the pool does on each connection it
+// opens later, so that the first jobs do not pay for opening and preparing
+// (docs/operations.md, "Sizing the pool"); a failure there is logged, not returned. Close
+// closes the pool it makes. Errors: *plane.InvalidError for a bad URL, URL parameter or
+// Config; ErrHostNotFound, ErrConnectionRefused, ErrCredentials, ErrDatabaseMissing or
 // ErrSchemaNewer, wrapped with what the server said.
 func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
 	pc, fromURL, err := ParseURL(url, cfg)
@@ -134,28 +135,7 @@ func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		pc.MaxConns = max(pc.MaxConns, 8) // grouped callers need few, but the default 4 is tight
 	}
-	if !strings.Contains(url, "pool_min_conns") {
-		pc.MinConns = min(pc.MaxConns, warmConns)
-	}
-	// Only where pgx would prepare them itself (its statement cache, the default): with
-	// default_query_exec_mode=exec or simple_protocol (PgBouncer without prepared
-	// statements) nothing is prepared ahead either.
-	w := &warmer{prepare: pc.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement &&
-		pc.ConnConfig.StatementCacheCapacity > 0}
-	if after := pc.AfterConnect; after != nil {
-		pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-			if err := after(ctx, conn); err != nil {
-				return err
-			}
-			return w.afterConnect(ctx, conn)
-		}
-	} else {
-		pc.AfterConnect = w.afterConnect
-	}
-	health := &connHealth{}
-	if pc.ShouldPing == nil {
-		pc.ShouldPing = health.shouldPing
-	}
+	w, health := warmPool(pc, !strings.Contains(url, "pool_min_conns"))
 	pool, err := connect(ctx, pc)
 	if err != nil {
 		return nil, err
