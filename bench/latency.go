@@ -26,7 +26,8 @@ var latencyMetrics = []metric{
 
 // firstSpan is where the open loop's figures split its jobs: those enqueued in its first
 // second (the start-up: connections opened, the worker registered, a fresh database's first
-// plans) apart from the rest (the steady state), so the two causes of a tail show apart.
+// plans) apart from the rest (the steady state), so the two causes of a tail show apart. A
+// loop of 2 s or less (-quick) splits at its half, so both sides have jobs.
 const firstSpan = time.Second
 
 const (
@@ -50,8 +51,8 @@ type openLoopResult struct {
 	// handler started before the producer saw its acknowledgement), both sorted.
 	submit, woken []time.Duration
 	// first is job 0's enqueue→handler start; early and late are enqueue→handler start of
-	// the jobs enqueued in the first firstSpan of the loop and of those enqueued after it,
-	// each sorted.
+	// the jobs enqueued in the first firstSpan of the loop (its first half when it lasts
+	// 2 firstSpan or less) and of those enqueued after it, each sorted.
 	first       time.Duration
 	early, late []time.Duration
 	achieved    float64 // jobs ÷ (last handler start − first submit), jobs/s
@@ -67,8 +68,8 @@ func (r *openLoopResult) startMetrics() []float64 {
 	return append(out, percentilesOrNaN(r.late, 0.50, 0.99)...)
 }
 
-// percentilesOrNaN is percentiles, with NaN (printed "—") for an empty set: a run shorter
-// than firstSpan has no jobs after it.
+// percentilesOrNaN is percentiles, with NaN for an empty set (a loop of one job has none
+// after its split).
 func percentilesOrNaN(sorted []time.Duration, qs ...float64) []float64 {
 	if len(sorted) == 0 {
 		out := make([]float64, len(qs))
@@ -164,13 +165,14 @@ func openLoop(ctx context.Context, s store, rate int, d time.Duration, concurren
 	out := &openLoopResult{start: make([]time.Duration, total), submit: make([]time.Duration, total),
 		woken: make([]time.Duration, total)}
 	last := int64(0)
+	split := min(firstSpan, d/2)
 	for i := range total {
 		st := started[i].Load()
 		last = max(last, st)
 		out.start[i] = time.Duration(st - enqueued[i])
 		out.submit[i] = time.Duration(returned[i] - enqueued[i])
 		out.woken[i] = time.Duration(st - returned[i])
-		if enqueued[i]-begin.UnixNano() < int64(firstSpan) {
+		if enqueued[i]-begin.UnixNano() < int64(split) {
 			out.early = append(out.early, out.start[i])
 		} else {
 			out.late = append(out.late, out.start[i])
