@@ -22,8 +22,8 @@ const warmConns = 8
 const warmTimeout = 10 * time.Second
 
 // hot are the statements of the paths every job takes (submit, claim, settle,
-// settle-and-claim, a worker's registration, the notifications), the transaction statements and the plan
-// modes around them: warm prepares them on each connection of the pool, so a connection's
+// settle-and-claim, a worker's registration, the notifications), the transaction
+// statements and the plan modes around them: warm prepares them on each connection of the pool, so a connection's
 // first transactions prepare nothing. A pgx connection prepares a statement the first time
 // it runs it (its statement cache), one round trip and a parse more on the transaction
 // that does (docs/benchmarks-pg.md, "The first second").
@@ -70,10 +70,14 @@ type warmer struct {
 }
 
 // afterConnect is pgxpool's AfterConnect: it prepares the hot statements on conn once
-// ready. A failure closes the connection (pgxpool drops it; the next acquire opens another).
+// ready. Best effort: a statement the server refuses leaves it to be prepared on first use,
+// as without the warmer (the connection is handed out); only a connection that failed
+// under it is refused (pgxpool then fails that acquire, as a connect that failed).
 func (w *warmer) afterConnect(ctx context.Context, conn *pgx.Conn) error {
 	if hot := w.hot.Load(); hot != nil && w.prepare {
-		return prepare(ctx, conn, *hot)
+		if err := prepare(ctx, conn, *hot); err != nil && conn.IsClosed() {
+			return err
+		}
 	}
 	return nil
 }
@@ -94,9 +98,9 @@ func prepare(ctx context.Context, conn *pgx.Conn, sqls []string) error {
 }
 
 // warm opens n connections of the pool at once (or takes those open: n at least as many as
-// are open, so each is warmed) and prepares the
-// hot statements on each, holding all n until every one is done, so each is a different
-// connection. Within warmTimeout; an error leaves the plane working on what it warmed.
+// are open, so each is warmed) and, with prep, prepares the hot statements on each (else
+// pings it), holding all n until every one is done, so each is a different connection.
+// Within warmTimeout; an error leaves the plane working on what it warmed.
 func (d *Driver) warm(ctx context.Context, n int, prep bool) error {
 	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
 	defer cancel()
