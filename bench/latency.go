@@ -19,7 +19,16 @@ var latencyMetrics = []metric{
 	{name: "handler start p99.9 (ms)"}, {name: "achieved (jobs/s)", higher: true},
 	{name: "submit returned p50 (ms)"}, {name: "submit returned p99 (ms)"},
 	{name: "submit returned → handler start p50 (ms)"}, {name: "submit returned → handler start p99 (ms)"},
+	{name: "first job: handler start (ms)"},
+	{name: "first 1 s: handler start p50 (ms)"}, {name: "first 1 s: handler start p99 (ms)"},
+	{name: "after 1 s: handler start p50 (ms)"}, {name: "after 1 s: handler start p99 (ms)"},
 }
+
+// firstSpan is where the open loop's figures split its jobs: those enqueued in its first
+// second (the start-up: connections opened, the worker registered, a fresh database's first
+// plans) apart from the rest (the steady state), so the two causes of a tail show apart. A
+// loop of 2 s or less (-quick) splits at its half, so both sides have jobs.
+const firstSpan = time.Second
 
 const (
 	// peakPercent is the share of the measured peak the latency-80 workload offers.
@@ -41,14 +50,35 @@ type openLoopResult struct {
 	// submit returned→handler start (the wake-up path after the commit; negative when the
 	// handler started before the producer saw its acknowledgement), both sorted.
 	submit, woken []time.Duration
-	achieved      float64 // jobs ÷ (last handler start − first submit), jobs/s
+	// first is job 0's enqueue→handler start; early and late are enqueue→handler start of
+	// the jobs enqueued in the first firstSpan of the loop (its first half when it lasts
+	// 2 firstSpan or less) and of those enqueued after it, each sorted.
+	first       time.Duration
+	early, late []time.Duration
+	achieved    float64 // jobs ÷ (last handler start − first submit), jobs/s
 }
 
 // startMetrics returns the latencyMetrics values of r.
 func (r *openLoopResult) startMetrics() []float64 {
 	out := append(percentiles(r.start, 0.50, 0.90, 0.99, 0.999), r.achieved)
 	out = append(out, percentiles(r.submit, 0.50, 0.99)...)
-	return append(out, percentiles(r.woken, 0.50, 0.99)...)
+	out = append(out, percentiles(r.woken, 0.50, 0.99)...)
+	out = append(out, float64(r.first)/float64(time.Millisecond))
+	out = append(out, percentilesOrNaN(r.early, 0.50, 0.99)...)
+	return append(out, percentilesOrNaN(r.late, 0.50, 0.99)...)
+}
+
+// percentilesOrNaN is percentiles, with NaN for an empty set (a loop of one job has none
+// after its split).
+func percentilesOrNaN(sorted []time.Duration, qs ...float64) []float64 {
+	if len(sorted) == 0 {
+		out := make([]float64, len(qs))
+		for i := range out {
+			out[i] = nan
+		}
+		return out
+	}
+	return percentiles(sorted, qs...)
 }
 
 // openLoop offers rate jobs/s for d on s with concurrency workers: submit i is issued at
@@ -135,13 +165,22 @@ func openLoop(ctx context.Context, s store, rate int, d time.Duration, concurren
 	out := &openLoopResult{start: make([]time.Duration, total), submit: make([]time.Duration, total),
 		woken: make([]time.Duration, total)}
 	last := int64(0)
+	split := min(firstSpan, d/2)
 	for i := range total {
 		st := started[i].Load()
 		last = max(last, st)
 		out.start[i] = time.Duration(st - enqueued[i])
 		out.submit[i] = time.Duration(returned[i] - enqueued[i])
 		out.woken[i] = time.Duration(st - returned[i])
+		if enqueued[i]-begin.UnixNano() < int64(split) {
+			out.early = append(out.early, out.start[i])
+		} else {
+			out.late = append(out.late, out.start[i])
+		}
 	}
+	out.first = out.start[0]
+	slices.Sort(out.early)
+	slices.Sort(out.late)
 	slices.Sort(out.start)
 	slices.Sort(out.submit)
 	slices.Sort(out.woken)

@@ -65,6 +65,9 @@ type Driver struct {
 	cfg     Config
 	pool    *pgxpool.Pool
 	ownPool bool // Open made the pool: Close closes it
+	// health: the pool's ShouldPing, told of connections found closed (Open's pool; nil
+	// on a caller's).
+	health  *connHealth
 	schema  string
 	sql     statements
 	ids     *plane.IDGenerator
@@ -109,11 +112,16 @@ var (
 )
 
 // Open connects to the PostgreSQL database at url (postgres://user:password@host:port/db or
-// a key=value connection string; pool_max_conns sets the pool's size, 8 by default; the
-// plane's own parameters schema, poll_only, poll_interval and retention set those fields of
-// cfg, see ParseURL), migrates the plane's schema to SchemaVersion and starts the plane.
-// Close closes the pool it makes. Errors: *plane.InvalidError for a bad URL, URL parameter
-// or Config; ErrHostNotFound, ErrConnectionRefused, ErrCredentials, ErrDatabaseMissing or
+// a key=value connection string; pool_max_conns sets the pool's size, 8 by default;
+// pool_min_conns how many connections it keeps open, 8 by default and never more than the
+// pool's size; the plane's own parameters schema, poll_only, poll_interval and retention
+// set those fields of cfg, see ParseURL), migrates the plane's schema to SchemaVersion and
+// starts the plane. Before it returns it opens the pool's pool_min_conns connections and
+// prepares on each the statements every job runs, as the pool does on each connection it
+// opens later, so that the first jobs do not pay for opening and preparing
+// (docs/operations.md, "Sizing the pool"); a failure there is logged, not returned. Close
+// closes the pool it makes. Errors: *plane.InvalidError for a bad URL, URL parameter or
+// Config; ErrHostNotFound, ErrConnectionRefused, ErrCredentials, ErrDatabaseMissing or
 // ErrSchemaNewer, wrapped with what the server said.
 func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
 	pc, fromURL, err := ParseURL(url, cfg)
@@ -127,6 +135,7 @@ func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		pc.MaxConns = max(pc.MaxConns, 8) // grouped callers need few, but the default 4 is tight
 	}
+	w, health := warmPool(pc, !strings.Contains(url, "pool_min_conns"))
 	pool, err := connect(ctx, pc)
 	if err != nil {
 		return nil, err
@@ -137,6 +146,16 @@ func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
 		return nil, err
 	}
 	d.ownPool = true
+	d.health = health
+	hot := d.hot()
+	w.hot.Store(&hot)
+	// The connections opened before the statements were known (the pool's first, its
+	// MinConns opened in the background) are warmed here; later ones as they open.
+	if n := int(min(pc.MaxConns, max(pc.MinConns, pool.Stat().TotalConns()))); n > 0 {
+		if err := d.warm(ctx, n, w.prepare); err != nil && ctx.Err() == nil {
+			d.cfg.Logger.Warn("pgplane: warming the pool's connections failed; they open and prepare on first use", "err", err)
+		}
+	}
 	return d, nil
 }
 
@@ -255,7 +274,7 @@ func (d *Driver) databaseNow() time.Time {
 func (d *Driver) syncClock(ctx context.Context) error {
 	before := d.cfg.machineClock()
 	var database time.Time
-	if err := d.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&database); err != nil {
+	if err := d.pool.QueryRow(ctx, clockSQL).Scan(&database); err != nil {
 		return err
 	}
 	after := d.cfg.machineClock()
@@ -266,6 +285,9 @@ func (d *Driver) syncClock(ctx context.Context) error {
 	}
 	return nil
 }
+
+// clockSQL reads the database's clock (syncClock).
+const clockSQL = `SELECT clock_timestamp()`
 
 // clockJitter is the least change of the measured clock offset that syncClock applies: far
 // below any lease (a second at least), above a round trip's noise.

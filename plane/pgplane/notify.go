@@ -50,6 +50,9 @@ func (n *notifier) run() {
 	wg.Wait()
 }
 
+// notifySQL sends one notification: channel, payload.
+const notifySQL = `SELECT pg_notify($1, $2)`
+
 // send sends the pending keys at most once per NotifyInterval.
 func (n *notifier) send(ctx context.Context) {
 	for {
@@ -60,7 +63,7 @@ func (n *notifier) send(ctx context.Context) {
 		}
 		// NOTIFY payloads stop at 8000 bytes.
 		if payload := n.notices.Take(7900); payload != "" {
-			if _, err := n.d.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, n.channel, payload); err != nil && ctx.Err() == nil {
+			if _, err := n.d.pool.Exec(ctx, notifySQL, n.channel, payload); err != nil && ctx.Err() == nil {
 				n.d.cfg.Logger.Warn("pgplane: notify failed; other processes fall back to polling", "err", err)
 			}
 		}

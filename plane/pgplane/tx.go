@@ -128,6 +128,9 @@ func (t *tx) run(fn func(*tx) error) error {
 	}
 	if err != nil {
 		t.rollback()
+		if t.d.health != nil && conn.Conn().IsClosed() {
+			t.d.health.noteLost() // the pool's other idle connections are pinged before use
+		}
 	}
 	return err
 }
