@@ -23,6 +23,7 @@ import (
 	"github.com/lakeshore-dev/lakeshore/fabric"
 	"github.com/lakeshore-dev/lakeshore/persist"
 	"github.com/lakeshore-dev/lakeshore/plane"
+	"github.com/lakeshore-dev/lakeshore/plane/pgplane"
 	"github.com/lakeshore-dev/lakeshore/wire"
 )
 
@@ -235,14 +236,27 @@ func (a *app) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// open connects to the plane named by --target (else $LAKESHORE_URL, else the default).
+// open connects to the plane named by --target (else $LAKESHORE_URL, else the default), for
+// a verb that does one thing and exits: a PostgreSQL plane's pool opens connections as they
+// are used (pgplane.Config.OnDemand), not the warm pool a long-running process wants.
 func (a *app) open(ctx context.Context) (*lakeshore.Dispatch, error) {
+	return a.openPlane(ctx, true)
+}
+
+// openServing is open for a verb that runs jobs for a while (worker, map): a PostgreSQL
+// plane's pool is warmed before the first job (pgplane.Open).
+func (a *app) openServing(ctx context.Context) (*lakeshore.Dispatch, error) {
+	return a.openPlane(ctx, false)
+}
+
+func (a *app) openPlane(ctx context.Context, onDemand bool) (*lakeshore.Dispatch, error) {
 	if !a.rideOut {
 		if err := a.reach.check(ctx, a.planeURL(), a.stderr); err != nil {
 			return nil, fmt.Errorf("open plane: %w", err)
 		}
 	}
-	d, err := lakeshore.Open(ctx, a.target, &lakeshore.Config{Namespace: a.namespace, Logger: a.logger()})
+	d, err := lakeshore.Open(ctx, a.target, &lakeshore.Config{Namespace: a.namespace, Logger: a.logger(),
+		Postgres: &pgplane.Config{OnDemand: onDemand}})
 	if err != nil {
 		return nil, fmt.Errorf("open plane: %w", err)
 	}

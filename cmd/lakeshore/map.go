@@ -190,7 +190,7 @@ func (a *app) runMap(ctx context.Context, o *mapOptions) error {
 	}
 	defer out.abort()
 
-	d, err := a.open(ctx)
+	d, err := a.openServing(ctx)
 	if err != nil {
 		return err
 	}

@@ -88,7 +88,7 @@ signal stops the running commands, and their jobs are retried.`,
 			if err := spec.checkCommand(); err != nil {
 				return err
 			}
-			d, err := a.open(c.Context())
+			d, err := a.openServing(c.Context())
 			if err != nil {
 				return err
 			}

@@ -49,6 +49,16 @@ type Config struct {
 	// followDatabase: Now was not set, so the plane's clock is the database's.
 	followDatabase bool
 
+	// OnDemand makes Open's pool open connections only as they are used and prepare nothing
+	// ahead: Open's warm pool (pool_min_conns connections opened and their hot statements
+	// prepared before it returns, docs/operations.md "Sizing the pool") is skipped, unless
+	// the URL sets pool_min_conns. For a program that runs one command and exits (the
+	// lakeshore CLI's verbs other than worker and map), which would otherwise wait for 8
+	// connections and their preparing before a one-row command: a `lakeshore submit` to a
+	// PostgreSQL on this machine took 158 ms with the warm pool against 97 ms without
+	// (docs/benchmarks-pg.md, "The first second"). Defaults to false: a plane warms its pool.
+	OnDemand bool
+
 	// PollOnly turns LISTEN/NOTIFY off, for PgBouncer in transaction pooling mode (which
 	// cannot hold a LISTEN): waiters then re-check every PollInterval, and changes made by
 	// other processes are seen within about that long.

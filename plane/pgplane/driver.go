@@ -135,7 +135,9 @@ func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		pc.MaxConns = max(pc.MaxConns, 8) // grouped callers need few, but the default 4 is tight
 	}
-	w, health := warmPool(pc, !strings.Contains(url, "pool_min_conns"))
+	minSet := strings.Contains(url, "pool_min_conns")
+	onDemand := c.OnDemand && !minSet
+	w, health := warmPool(pc, !minSet && !onDemand, !onDemand)
 	pool, err := connect(ctx, pc)
 	if err != nil {
 		return nil, err
@@ -151,7 +153,7 @@ func Open(ctx context.Context, url string, cfg *Config) (*Driver, error) {
 	w.hot.Store(&hot)
 	// The connections opened before the statements were known (the pool's first, its
 	// MinConns opened in the background) are warmed here; later ones as they open.
-	if n := int(min(pc.MaxConns, max(pc.MinConns, pool.Stat().TotalConns()))); n > 0 {
+	if n := int(min(pc.MaxConns, max(pc.MinConns, pool.Stat().TotalConns()))); n > 0 && !onDemand {
 		if err := d.warm(ctx, n, w.prepare); err != nil && ctx.Err() == nil {
 			d.cfg.Logger.Warn("pgplane: warming the pool's connections failed; they open and prepare on first use", "err", err)
 		}

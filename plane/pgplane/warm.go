@@ -42,15 +42,16 @@ func (d *Driver) hot() []string {
 // warmPool sets the hooks of a pool Open makes (pc, parsed from its URL: no hooks of its
 // own): the connections it keeps open (MinConns: warmConns, unless the URL set
 // pool_min_conns: setMin false), the warmer that prepares the hot statements on each it
-// opens, and the ping of idle connections after a lost one (connHealth).
-func warmPool(pc *pgxpool.Config, setMin bool) (*warmer, *connHealth) {
+// opens (unless prepare is false: Config.OnDemand), and the ping of idle connections after
+// a lost one (connHealth).
+func warmPool(pc *pgxpool.Config, setMin, prepare bool) (*warmer, *connHealth) {
 	if setMin {
 		pc.MinConns = min(pc.MaxConns, warmConns)
 	}
 	// Only where pgx would prepare them itself (its statement cache, the default): with
 	// default_query_exec_mode=exec or simple_protocol (PgBouncer without prepared
 	// statements) nothing is prepared ahead either.
-	w := &warmer{prepare: pc.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement &&
+	w := &warmer{prepare: prepare && pc.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement &&
 		pc.ConnConfig.StatementCacheCapacity > 0}
 	health := &connHealth{}
 	pc.AfterConnect = w.afterConnect

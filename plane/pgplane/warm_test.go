@@ -109,6 +109,19 @@ func TestOpenWarmsThePool(t *testing.T) {
 		requireHot(t, d, "pool_max_conns=3")
 	})
 
+	// A one-shot program's plane (Config.OnDemand, the CLI's verbs) opens what it uses and
+	// prepares nothing ahead; a URL's pool_min_conns still keeps that many.
+	t.Run("OnDemand", func(t *testing.T) {
+		d := open(t, url, &Config{OnDemand: true})
+		require.Zero(t, d.pool.Config().MinConns)
+		// Only what Open and the plane's start used (the warm pool opens 8): the
+		// statements on them are prepared as pgx prepares any, on first use.
+		require.Less(t, d.pool.Stat().TotalConns(), int32(8))
+		d = open(t, url+"&pool_min_conns=2", &Config{OnDemand: true})
+		require.EqualValues(t, 2, d.pool.Config().MinConns)
+		requireHot(t, d, "OnDemand with pool_min_conns=2")
+	})
+
 	// Where pgx prepares nothing (PgBouncer without prepared statements), neither does
 	// the warm-up: the connections are opened only.
 	t.Run("default_query_exec_mode=exec", func(t *testing.T) {
