@@ -123,6 +123,15 @@ func (p *principal) global() bool {
 	return p.all || p.tok.Namespace == "*" && p.tok.Queue == "*" && slices.Contains(p.tok.Permissions, plane.PermissionAdmin)
 }
 
+// adminsNamespace reports whether p has admin rights on every queue of namespace: the
+// server's admin token, auth off, or a stored admin token for that namespace (or a pattern
+// matching it) and queue "*". What a supervisor needs to take the namespace's leases, read
+// its launch policy's env, and trim every queue of it; a token scoped to queues, even
+// their admin, is a tenant.
+func (p *principal) adminsNamespace(namespace string) bool {
+	return p.all || p.tok.Queue == "*" && p.allows(namespace, "*", plane.PermissionAdmin)
+}
+
 // scoped reports whether p's rights depend on the queue, so a request naming an
 // invocation must look up its queue first.
 func (p *principal) scoped() bool {

@@ -115,7 +115,7 @@ func (s *Server) handleProviderList(w http.ResponseWriter, r *http.Request, p *p
 // and launch its workers. A token scoped to queues, even their admin, is a tenant: the
 // operator's env (HF_TOKEN, cloud keys) is not its to read.
 func (p *principal) seesProviderSecrets(namespace string) bool {
-	return p.all || p.tok.Queue == "*" && p.allows(namespace, "*", plane.PermissionAdmin)
+	return p.adminsNamespace(namespace)
 }
 
 // redactedQuery reads the provider reads' redacted parameter: "true" asks for the tenant's
@@ -187,7 +187,7 @@ func (s *Server) leaseOf(w http.ResponseWriter, r *http.Request, p *principal) (
 	if err := plane.ValidateLease(ns, req.Name, req.Holder); err != nil {
 		return "", nil, err
 	}
-	if !p.all && !(p.allows(ns, "*", plane.PermissionAdmin) && p.tok.Queue == "*") {
+	if !p.adminsNamespace(ns) {
 		return "", nil, fmt.Errorf("%w: leases need admin on every queue of namespace %s (a token for queue *)", api.ErrForbidden, ns)
 	}
 	return ns, &req, nil

@@ -274,7 +274,7 @@ func (s *Server) handleTrim(w http.ResponseWriter, r *http.Request, p *principal
 	case req.Queue == "":
 		// Every queue of one namespace (lakeshore trim --all): an admin of all of them, the
 		// leases' rule, not only a global admin.
-		if !p.all && !(p.allows(req.Namespace, "*", plane.PermissionAdmin) && p.tok.Queue == "*") {
+		if !p.adminsNamespace(req.Namespace) {
 			return fmt.Errorf("%w: a trim of every queue of namespace %s needs admin on every queue of it (a token for queue *), or name the queue",
 				api.ErrForbidden, req.Namespace)
 		}
