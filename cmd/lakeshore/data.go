@@ -33,13 +33,6 @@ import (
 // else is the local directory --data-dir (default $LAKESHORE_HOME/data/{namespace}, the
 // layout `lakeshore serve` serves).
 
-// hasSchemeFold reports whether target begins with scheme:// in any case (HTTP://… is a
-// server to the job verbs too).
-func hasSchemeFold(target, scheme string) bool {
-	prefix := scheme + "://"
-	return len(target) >= len(prefix) && strings.EqualFold(target[:len(prefix)], prefix)
-}
-
 // dataOpts are the flags shared by the data verbs.
 type dataOpts struct {
 	dir string
@@ -86,7 +79,7 @@ func (a *app) openData(ctx context.Context, o *dataOpts, name string, create boo
 	target := cmp.Or(a.target, os.Getenv(lakeshore.EnvURL))
 	cfg := &persist.Config{Namespace: ns, Logger: a.logger(), Existing: !create}
 	switch {
-	case hasSchemeFold(target, "http") || hasSchemeFold(target, "https"):
+	case isHTTPTarget(target): // in any case: HTTP://… is a server to the job verbs too
 		scheme, rest, _ := strings.Cut(target, "://")
 		target = strings.ToLower(scheme) + "://" + rest // the HTTP store reads the scheme in lower case
 		// A server that refuses connections is said so as the job verbs say it (their
