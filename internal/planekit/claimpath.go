@@ -34,7 +34,9 @@ type ClaimRequest struct {
 	Pending []*Row
 	// Next is, with no job, when the earliest waiting invocation is due (Unix ms; 0: none).
 	Next int64
-	// Held: the promote left a due row of the queue to the transaction holding it.
+	// Held: a row of the queue the claim could take is held by another transaction: its
+	// promote left a due row waiting to the transaction holding it, or (after a promotion
+	// of the queue: Promotions) a claimable row is left that it did not take.
 	Held bool
 	// Err: the group's transaction failed.
 	Err error
@@ -153,14 +155,16 @@ func OldestJob(reqs []*ClaimRequest) string {
 
 // NoteDue records, in reqs (the claims of one queue, which took fewer jobs than they
 // want), when a job of the queue becomes claimable: next (Unix ms; nil: none known) for
-// each request that took none. A row due now and still waiting (the promote left it to
-// the transaction that holds it: leftDue) is reported as well, as due now (nowMS), and
-// marks each request Held: a claimer that found nothing claims again at once (DueIn)
-// instead of sleeping until a notification or a poll. The promote says so itself: the
-// driver's read of the next due time may no longer show the row waiting (its holder
-// committed since), while the claim's did not see it claimable.
-func NoteDue(reqs []*ClaimRequest, next *int64, leftDue bool, nowMS int64) {
-	if leftDue {
+// each request that took none. A row the claim could take that another transaction holds
+// (held) is reported as well, as due now (nowMS), and marks each request Held: a claimer
+// that found nothing claims again at once (DueIn) instead of sleeping until a notification
+// or a poll, and one that may not wait tries again (WhileHeld). Such a row is a due row
+// the promote left to the transaction that holds it (the promote says so itself: the
+// driver's read of the next due time may no longer show the row waiting, its holder having
+// committed since, while the claim's did not see it claimable), or, after a promotion of
+// the queue (Promotions), a claimable row the claim's candidates skipped.
+func NoteDue(reqs []*ClaimRequest, next *int64, held bool, nowMS int64) {
+	if held {
 		next = &nowMS
 		for _, r := range reqs {
 			r.Held = true
@@ -176,22 +180,29 @@ func NoteDue(reqs []*ClaimRequest, next *int64, leftDue bool, nowMS int64) {
 }
 
 // HeldDueRetry bounds how long a claim tries again while a due row of its queue is held by
-// another transaction (WhileHeld): a holder that takes longer (a stalled connection) leaves
-// the claim with what it took, never hung.
+// another transaction (WhileHeld), counted from the end of its first try: a holder that
+// takes longer (a stalled connection) leaves the claim with what it took, never hung.
 const HeldDueRetry = time.Second
 
 // WhileHeld runs try, a claim's try, and runs it again every millisecond, for up to
-// HeldDueRetry, while it says to (ClaimsAgain): a claim's promote takes only the due rows
-// it can lock at once and reports the rest (ClaimRequest.Held); their holder (maintenance
-// or another claim promoting them, a cancel) lets go within milliseconds. Never on ctx's
-// end.
+// HeldDueRetry after the first try ended, while it says to (ClaimsAgain): a claim's promote
+// takes only the due rows it can lock at once and reports the rest, and a claim that comes
+// up short reports a claimable row another transaction holds (ClaimRequest.Held); their
+// holder (maintenance or another claim promoting them, a cancel) lets go within
+// milliseconds. Never on ctx's end.
 func WhileHeld(ctx context.Context, try func() (again bool)) {
+	if !try() {
+		return
+	}
 	until := time.Now().Add(HeldDueRetry)
-	for try() && time.Now().Before(until) {
+	for time.Now().Before(until) {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Millisecond):
+		}
+		if !try() {
+			return
 		}
 	}
 }
@@ -346,6 +357,7 @@ func DefaultShapeClaim(r *ClaimRequest, claim func(reqs []*ClaimRequest) error) 
 			return 0, err
 		}
 		r.Jobs = append(r.Jobs, d.Jobs...)
+		r.Held = r.Held || d.Held
 		if len(r.Jobs) == 0 {
 			r.Next = d.Next
 		}

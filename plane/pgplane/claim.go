@@ -122,6 +122,9 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 			return err
 		}
 		leftDue = left
+		if promoted != nil {
+			t.d.promotions.Note(qkey)
+		}
 		if promoted != nil && fromFloor && *promoted < floor {
 			floor = *promoted // the candidates below are not the oldest: scan again
 			fromFloor = false
@@ -216,10 +219,32 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 		if err := t.queryRow(t.d.sql.nextAvailable, p.Namespace, p.Queue, t.ms).Scan(&next); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		// A due row the promote left to the transaction holding it (leftDue) is due now.
-		planekit.NoteDue(reqs, next, leftDue, t.ms)
+		// A due row the promote left to the transaction holding it (leftDue) is due now, as
+		// is a claimable row left after a promotion of the queue (planekit.Promotions).
+		held := leftDue
+		if !held {
+			if held, err = t.claimableLeft(p.Namespace, p.Queue, nil); err != nil {
+				return err
+			}
+		}
+		planekit.NoteDue(reqs, next, held, t.ms)
 	}
 	return nil
+}
+
+// claimableLeft says, for a claim that came up short, whether a claimable row of queue
+// (namespace, queue) is left, of the default shape or of one of shapes, which another
+// transaction holds (statements.claimableLeft). It asks only after a promotion of the queue
+// in this process (planekit.Promotions), and answers false otherwise.
+func (t *tx) claimableLeft(namespace, queue string, shapes []string) (bool, error) {
+	if !t.d.promotions.Recent(planekit.QueueKey(namespace, queue)) {
+		return false, nil
+	}
+	var left bool
+	if err := t.queryRow(t.d.sql.claimableLeft, namespace, queue, append([]string{}, shapes...)).Scan(&left); err != nil {
+		return false, fmt.Errorf("claim: %w", err)
+	}
+	return left, nil
 }
 
 // setSyncOff makes the commit of the transaction it is sent in return before its WAL is

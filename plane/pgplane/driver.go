@@ -74,6 +74,9 @@ type Driver struct {
 	hub     *planekit.Hub
 	blocked planekit.Lines  // submits waiting for room, per queue, in this process
 	floors  planekit.Floors // where fifo claims start, per queue
+	// promotions: when this process last made rows of each queue claimable; a short claim
+	// of a queue promoted lately asks whether a claimable row is left (claimableLeft).
+	promotions planekit.Promotions
 	// requirements caches the requirement of each shape key claims read (placement.go).
 	requirements planekit.Requirements
 	// claimWaiters are the idle claims parked for a direct handoff, per queue.

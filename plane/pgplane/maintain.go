@@ -135,6 +135,7 @@ func (s maintenance) Promote(int) (n int, err error) {
 			// key order for one of them). The parked claimers claim by themselves.
 			t.wake(planekit.QueueKey(ns, q))
 			s.d.floors.Lower(planekit.QueueKey(ns, q), oldest)
+			s.d.promotions.Note(planekit.QueueKey(ns, q))
 		}
 		return rs.Err()
 	})

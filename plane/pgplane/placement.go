@@ -49,6 +49,7 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		}
 		leftDue = left
 		if promoted != nil {
+			t.d.promotions.Note(planekit.QueueKey(p.Namespace, p.Queue))
 			t.d.floors.Lower(planekit.QueueKey(p.Namespace, p.Queue), *promoted)
 		}
 		if err := br.QueryRow().Scan(&cutoffMS); err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -96,7 +97,7 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 	warmKeys, warmShapes := planekit.SplitWarm(warm)
 	// Each round, one round trip locks the head of every satisfied shape, of every warm pair
 	// and of the default shape.
-	return planekit.ClaimPlaced(r.Kind, r.N, func() int { return len(r.Jobs) }, func() ([]*row, []*row, *row, error) {
+	err = planekit.ClaimPlaced(r.Kind, r.N, func() int { return len(r.Jobs) }, func() ([]*row, []*row, *row, error) {
 		heads, hot, def, err := t.placedHeads(head, warmHead, defaultSQL, p.Namespace, p.Queue, shapes, warmKeys, warmShapes)
 		if err != nil || len(def) == 0 {
 			return heads, hot, nil, err
@@ -109,6 +110,16 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		}
 		return nil
 	})
+	if err != nil || len(r.Jobs) >= r.N || leftDue {
+		return err
+	}
+	// A claimable row left, of the default shape or a satisfied one, is held by another
+	// transaction (claimableLeft): due now, as leftDue's row.
+	held, err := t.claimableLeft(p.Namespace, p.Queue, shapes)
+	if held {
+		planekit.NoteDue([]*claimRequest{r}, nil, true, t.ms)
+	}
+	return err
 }
 
 // placedHeads locks, in one batch, the heads of shapes (headSQL), of the warm pairs

@@ -179,3 +179,116 @@ func requireKeyRowFree(t *testing.T, watch *pgx.Conn, held string) {
 	require.NoError(t, err, held)
 	require.Equal(t, [2]int64{1, 1}, [2]int64{queued, run}, "kb counts its promoted job (committed) and its running one")
 }
+
+// TestClaimTakesWhatItPromotedWhileAnotherPromoteHoldsIt: a promote whose statement began
+// before a claim's promote committed (maintenance's, here a statement like it) finds the
+// row the claim moved still waiting in its snapshot, locks the row's newest version, fails
+// its re-check and keeps the row locked until its transaction ends; the claim's candidates
+// (FOR UPDATE SKIP LOCKED) skip it. The claim, which may not wait, must come back with its
+// job, not empty: it reports the claimable row it was left (planekit.Promotions,
+// claimableLeft) as held and tries again once the holder let go.
+//
+// Two advisory locks the test holds make the interleaving exact: the other promote's
+// statement waits on one (43) after taking its snapshot and before locking, and the
+// claim's statements after its promote wait on the other (42), which a view in place of
+// queue_pauses (read by the claim's candidates and key turns) asks for.
+func TestClaimTakesWhatItPromotedWhileAnotherPromoteHoldsIt(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		requirement *plane.Requirement
+		offers      *plane.Offers
+	}{
+		{name: "claim"},
+		{name: "claim with offers", offers: &plane.Offers{GPUs: 1}},
+		{name: "claim with offers of a shaped job", requirement: &plane.Requirement{GPUs: 1}, offers: &plane.Offers{GPUs: 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			claimTakesWhatItPromoted(t, c.requirement, c.offers)
+		})
+	}
+}
+
+// claimTakesWhatItPromoted is TestClaimTakesWhatItPromotedWhileAnotherPromoteHoldsIt for a
+// job of requirement claimed with offers.
+func claimTakesWhatItPromoted(t *testing.T, requirement *plane.Requirement, offers *plane.Offers) {
+	url := pgtest.Database(t)
+	ctx := t.Context()
+	gate, other, watch := mustConn(t, url), mustConn(t, url), mustConn(t, url)
+	var offset atomic.Int64 // the plane's clock runs ahead by this
+	d := open(t, url, &Config{MaintenanceInterval: time.Hour, OnDemand: true,
+		Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }})
+	delayed := submitOne(t, d, plane.SubmitParams{Delay: time.Hour, Requirement: requirement})
+	for _, sql := range []string{
+		`CREATE FUNCTION lakeshore.test_gate(k bigint) RETURNS TABLE (namespace text, queue text, paused_ms bigint)
+			LANGUAGE plpgsql VOLATILE AS $$ BEGIN PERFORM pg_advisory_xact_lock_shared(k); END $$`,
+		`CREATE FUNCTION lakeshore.test_wait(k bigint) RETURNS boolean
+			LANGUAGE plpgsql VOLATILE AS $$ BEGIN PERFORM pg_advisory_xact_lock_shared(k); RETURN true; END $$`,
+		`ALTER TABLE lakeshore.queue_pauses RENAME TO queue_pauses_table`,
+		`CREATE VIEW lakeshore.queue_pauses AS SELECT * FROM lakeshore.queue_pauses_table UNION ALL SELECT * FROM lakeshore.test_gate(42)`,
+		`SELECT pg_advisory_lock(42), pg_advisory_lock(43)`,
+	} {
+		_, err := gate.Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+
+	// The other promote takes its snapshot (the row waiting) and waits before locking.
+	tx, err := other.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	locked := make(chan int, 1)
+	go func() {
+		rows, err := tx.Query(ctx, `SELECT id FROM lakeshore.invocations WHERE id = $1 AND waiting
+			AND lakeshore.test_wait(43) FOR UPDATE SKIP LOCKED`, delayed)
+		n := 0
+		for err == nil && rows.Next() {
+			n++
+		}
+		if rows != nil {
+			rows.Close()
+		}
+		locked <- n
+	}()
+	waitAdvisory(t, watch, 43)
+
+	offset.Store(int64(2 * time.Hour)) // the delayed job is due
+	done := claimAsync(ctx, d, &plane.ClaimParams{Namespace: "default", Queue: "q", Max: 1, Offers: offers})
+	waitAdvisory(t, watch, 42) // the claim's promote committed; its claim waits
+
+	_, err = gate.Exec(ctx, `SELECT pg_advisory_unlock(43)`)
+	require.NoError(t, err)
+	require.Zero(t, <-locked, "the other promote's re-check fails: the claim moved the row")
+	var waiting bool
+	require.NoError(t, watch.QueryRow(ctx, `SELECT waiting FROM lakeshore.invocations WHERE id = $1`, delayed).Scan(&waiting))
+	require.False(t, waiting, "the claim's promote moved the row")
+	check, err := watch.Begin(ctx)
+	require.NoError(t, err)
+	_, err = check.Exec(ctx, `SELECT id FROM lakeshore.invocations WHERE id = $1 FOR UPDATE NOWAIT`, delayed)
+	require.Error(t, err, "the other promote keeps the row it failed to re-check locked")
+	require.NoError(t, check.Rollback(ctx))
+
+	// Let the claim's first try go on (its candidates skip the locked row), and wait for it
+	// to end: the gate is taken again once its transaction let go.
+	_, err = gate.Exec(ctx, `SELECT pg_advisory_unlock(42)`)
+	require.NoError(t, err)
+	_, err = gate.Exec(ctx, `SELECT pg_advisory_lock(42)`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx)) // the other promote's transaction ends
+	_, err = gate.Exec(ctx, `SELECT pg_advisory_unlock(42)`)
+	require.NoError(t, err)
+
+	r := <-done
+	require.NoError(t, r.err)
+	require.Len(t, r.jobs, 1, "a claim that may not wait takes the job it made claimable")
+	require.Equal(t, delayed, r.jobs[0].ID)
+}
+
+// waitAdvisory waits until a session waits for the advisory lock key.
+func waitAdvisory(t *testing.T, watch *pgx.Conn, key int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var n int
+		err := watch.QueryRow(t.Context(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+			AND classid = 0 AND objid = $1 AND objsubid = 1 AND NOT granted`, key).Scan(&n)
+		return err == nil && n > 0
+	}, 30*time.Second, time.Millisecond)
+}

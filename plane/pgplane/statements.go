@@ -16,7 +16,7 @@ type statements struct {
 	admissionExists, deleteIDs                               string
 	lockKeys, promoteHolding                                 string
 	promote, claimFIFO, claimFILO, claimPriority, claimLevel string
-	claimFIFOFrom, promoteDue                                string
+	claimFIFOFrom, promoteDue, claimableLeft                 string
 	nextAvailable, setRunning, setRunningKeyed               string
 	head, headMany, setQueued, setTerminalMany, setLease     string
 	setTerminalManyKeyed                                     string
@@ -250,6 +250,15 @@ func newStatements(schema string) statements {
 		lockKeys: s(`WITH keyed AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) AS u(namespace, queue, concurrency_key)) ` +
 			lockKeys(`keyed`)),
 		claimFIFOFrom: s(`SELECT ` + rowColumns + claimWhere + ` AND id >= $4 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
+		// claimableLeft says whether queue ($1, $2) has a claimable row left, whoever holds
+		// it, of the default shape or of one of the shapes $3 (those a claim's offers
+		// satisfy): asked in a claim's transaction after its candidates (FOR UPDATE SKIP
+		// LOCKED) left it short, a row it finds is one another transaction holds (the
+		// claim's own jobs are running in its view). Asked only after a promotion of the
+		// queue (planekit.Promotions); keyed rows are not asked about.
+		claimableLeft: s(`SELECT NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)
+			AND (EXISTS (SELECT 1 FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting)
+				OR EXISTS (SELECT 1 FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = -3 AND shape = ANY($3::text[])))`),
 		claimFIFO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimFILO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id DESC LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimPriority: s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY priority DESC, id LIMIT $3 FOR UPDATE SKIP LOCKED`),
