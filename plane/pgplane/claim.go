@@ -241,7 +241,7 @@ func (t *tx) claimableLeft(namespace, queue string, shapes []string) (bool, erro
 		return false, nil
 	}
 	var left bool
-	if err := t.queryRow(t.d.sql.claimableLeft, namespace, queue, append([]string{}, shapes...)).Scan(&left); err != nil {
+	if err := t.queryRow(t.d.sql.claimableLeft, namespace, queue, shapes).Scan(&left); err != nil {
 		return false, fmt.Errorf("claim: %w", err)
 	}
 	return left, nil

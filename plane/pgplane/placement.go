@@ -110,8 +110,8 @@ func (t *tx) claimPlaced(r *claimRequest) error {
 		}
 		return nil
 	})
-	if err != nil || len(r.Jobs) >= r.N || leftDue {
-		return err
+	if err != nil || len(r.Jobs) >= r.N || leftDue || r.Held {
+		return err // r.Held: the default shape's claim (claimFor) found a held row already
 	}
 	// A claimable row left, of the default shape or a satisfied one, is held by another
 	// transaction (claimableLeft): due now, as leftDue's row.

@@ -256,9 +256,10 @@ func newStatements(schema string) statements {
 		// LOCKED) left it short, a row it finds is one another transaction holds (the
 		// claim's own jobs are running in its view). Asked only after a promotion of the
 		// queue (planekit.Promotions); keyed rows are not asked about.
-		claimableLeft: s(`SELECT NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)
-			AND (EXISTS (SELECT 1 FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting)
-				OR EXISTS (SELECT 1 FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = -3 AND shape = ANY($3::text[])))`),
+		// Its default shape's half is the claims' own condition (claimWhere).
+		claimableLeft: s(`SELECT EXISTS (SELECT 1` + claimWhere + `)
+			OR EXISTS (SELECT 1 FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = -3 AND shape = ANY($3::text[])
+				AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2))`),
 		claimFIFO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimFILO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id DESC LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimPriority: s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY priority DESC, id LIMIT $3 FOR UPDATE SKIP LOCKED`),
