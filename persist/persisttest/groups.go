@@ -117,8 +117,11 @@ func testLeasedGroups(t *testing.T, q *persist.Queue) {
 	_, unused := groupStats(t, q)
 	require.Zero(t, unused)
 
-	// Whole groups (use = n) under a lease come back whole.
-	const lease = 300 * time.Millisecond
+	// Whole groups (use = n) under a lease come back whole. The lease must outlast the next
+	// read, which takes b while a is leased: at 300 ms it expired first on a loaded CI
+	// machine (the next read answered a again), so it is seconds long; the last read waits
+	// for it to expire.
+	const lease = 5 * time.Second
 	whole := persist.MetaRequest{Fields: []string{"uid", "reward"}, BatchSize: 4, Task: "train",
 		Sampler: persist.GRPOGroupN{N: 4, GroupField: "uid"}.Spec(), Lease: lease}
 	require.Equal(t, a, metaIdx(t, q, whole))
