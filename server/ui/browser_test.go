@@ -51,7 +51,14 @@ func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
 // newEnvWith is newEnv with a last change to the server's configuration.
 func newEnvWith(t *testing.T, configure func(*server.Config)) *env {
 	t.Helper()
-	drv, err := sqliteplane.Open(t.Context(), filepath.Join(t.TempDir(), "lakeshore.db"), nil)
+	// The plane's clock (and so the server's, which defaults to it) is the wall clock at the
+	// start advanced by the monotonic clock: a step of the host's wall clock mid-test moves
+	// no lease, rate bucket or age (a CI machine's time sync once stepped it ~43 s forward
+	// between a claim and the page that showed it: the lease had expired, the key's bucket
+	// had refilled 43 s).
+	start := time.Now()
+	steady := func() time.Time { return start.Add(time.Since(start)) }
+	drv, err := sqliteplane.Open(t.Context(), filepath.Join(t.TempDir(), "lakeshore.db"), &sqliteplane.Config{Now: steady})
 	require.NoError(t, err)
 	cfg := &server.Config{AdminToken: adminToken, UIHistoryInterval: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}

@@ -110,7 +110,10 @@ func (h *History) sampleOnce(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	s := sample{at: time.Now(), counts: make(map[queueKey]counters, len(stats))}
+	// The wall clock alone (Round(0) drops the monotonic reading), so that an interval's
+	// length is the distance between the Times a reader sees: Time − Seconds is the previous
+	// point's Time even while the host's time sync slews or steps the wall clock.
+	s := sample{at: time.Now().Round(0), counts: make(map[queueKey]counters, len(stats))}
 	for _, q := range stats {
 		var c counters
 		for st, n := range q.Counts {
@@ -135,7 +138,9 @@ func (h *History) sampleOnce(ctx context.Context) {
 
 // Point is the rates of one queue between two samples, in invocations per second; Time is
 // the end of the interval and Seconds its length (the sampling interval, longer when a
-// sample was late), so rate × Seconds is the count of the interval.
+// sample was late), so rate × Seconds is the count of the interval. Both are on the wall
+// clock: Time − Seconds is the previous sample's time, so a queue's points tile the time
+// axis; an interval across which the wall clock stepped back is left out.
 type Point struct {
 	Time      time.Time `json:"t"`
 	Seconds   float64   `json:"seconds"`
