@@ -76,6 +76,8 @@ var (
 // TestMain: os.Exit(pgtest.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
+	cancelDrops()
+	dropping.Wait()
 	mu.Lock()
 	defer mu.Unlock()
 	if server != nil {
@@ -122,7 +124,7 @@ func Shared(t testing.TB) *Server {
 
 // Database creates a fresh, empty database on the shared server and returns its URL
 // (postgres://lakeshore:…@127.0.0.1:port/name?sslmode=disable). The database is dropped
-// when t ends.
+// in the background when t ends (dropLater).
 func Database(t testing.TB) string {
 	t.Helper()
 	s := Shared(t)
@@ -132,14 +134,30 @@ func Database(t testing.TB) string {
 	if err := s.exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := s.exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("pgtest: drop database %s: %v", name, err)
-		}
-	})
+	t.Cleanup(func() { dropLater(s, name) })
 	return s.URL(name)
+}
+
+// Databases dropped after their tests: dropping is the clean-up's, running in the
+// background; Main cancels the drops still running and waits for them before it stops the
+// server (whose directory goes with it).
+var (
+	dropping             sync.WaitGroup
+	dropCtx, cancelDrops = context.WithCancel(context.Background())
+)
+
+// dropLater drops database name in the background. PostgreSQL 15's DROP DATABASE waits
+// for a checkpoint, which with fsync on and the package's other databases dirty took more
+// than a minute on a loaded machine: all of it was the clean-up of one test, which the
+// next test waited for. A failed drop costs disk space until the server stops, nothing else.
+func dropLater(s *Server, name string) {
+	dropping.Add(1)
+	go func() {
+		defer dropping.Done()
+		if err := s.exec(dropCtx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil && dropCtx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "pgtest: drop database %s: %v\n", name, err)
+		}
+	}()
 }
 
 // Refused returns two URLs of the shared server that it refuses, for tests of how a
