@@ -88,11 +88,13 @@ const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AN
 // concurrency keys ready at $4 (claimable rows below the limit, not held back), leaving
 // out the keys of $3, and the head (in order) of each one's claimable rows: one row per
 // key, its name, token bucket and head, the head's columns NULL when another transaction
-// holds it.
+// holds it. None while the queue is paused.
 func keyTurns(order string) string {
 	return `SELECT k.concurrency_key, k.tokens, k.tokens_ms, h.* FROM (SELECT concurrency_key, tokens, tokens_ms, pass, joined
 		FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2 AND ready AND next_ms <= $4
-		AND concurrency_key <> ALL($3::text[]) ORDER BY pass, joined DESC LIMIT $5 FOR UPDATE SKIP LOCKED) AS k
+		AND concurrency_key <> ALL($3::text[])
+		AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)
+		ORDER BY pass, joined DESC LIMIT $5 FOR UPDATE SKIP LOCKED) AS k
 		LEFT JOIN LATERAL (SELECT ` + rowColumns + ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2
 		AND concurrency_key = k.concurrency_key AND state = -2 ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h ON true
 		ORDER BY k.pass, k.joined DESC`

@@ -63,6 +63,26 @@ func testPause(t *testing.T, s *suite) {
 		b.claimID(t, after)
 	})
 
+	t.Run("KeyedAndPlacedJobsStayQueued", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{})
+		keyed := b.submitOne(t, plane.SubmitParams{Payload: []byte("keyed"), ConcurrencyKey: "tenant-1"})
+		shaped := b.submitOne(t, plane.SubmitParams{Payload: []byte("shaped"), Requirement: &plane.Requirement{GPUs: 1}})
+		b.pause(t, true)
+		for _, kind := range []plane.Kind{plane.KindFIFO, plane.KindFILO, plane.KindPriority, plane.KindBoltzmann} {
+			require.Empty(t, b.claim(t, plane.ClaimParams{Kind: kind, Temperature: 1, Max: 5}),
+				"a %s claim of a paused queue takes no keyed job", kind)
+			require.Empty(t, b.claim(t, plane.ClaimParams{Kind: kind, Temperature: 1, Max: 5, Offers: &plane.Offers{GPUs: 1}}),
+				"a %s claim with offers of a paused queue takes nothing", kind)
+		}
+		b.pause(t, false)
+		got := map[string]bool{}
+		for _, j := range b.claim(t, plane.ClaimParams{Kind: plane.KindFIFO, Max: 5, Offers: &plane.Offers{GPUs: 1}}) {
+			got[j.ID] = true
+		}
+		require.Equal(t, map[string]bool{keyed: true, shaped: true}, got, "a resume makes both claimable")
+	})
+
 	t.Run("RunningJobsSettle", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})
