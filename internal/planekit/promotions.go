@@ -8,9 +8,9 @@ import (
 // Promotions keep, per queue, when a promote of this process last made rows of the queue
 // claimable (moved due waiting rows), so that a claim of the queue that comes up short
 // within HeldDueRetry of it asks whether a claimable row is left that it did not take
-// (pgplane's claimableLeft): one is, of the default shape or of a shape the claim's offers
-// satisfy, a row another transaction holds, which the claim reports as due now
-// (ClaimRequest.Held) and tries again for. Keyed rows are not asked about.
+// (pgplane's claimableLeft): one is, of the default shape, of a shape the claim's offers
+// satisfy or of a ready concurrency key, a row another transaction holds, which the claim
+// reports as due now (ClaimRequest.Held) and tries again for.
 //
 // Why promotions: in PostgreSQL's READ COMMITTED, a promote statement (maintenance's,
 // another claim's, another process's) whose snapshot began before this promote committed

@@ -233,15 +233,15 @@ func (t *tx) claimFor(reqs []*claimRequest) error {
 }
 
 // claimableLeft says, for a claim that came up short, whether a claimable row of queue
-// (namespace, queue) is left, of the default shape or of one of shapes, which another
-// transaction holds (statements.claimableLeft). It asks only after a promotion of the queue
+// (namespace, queue) is left, of the default shape, of one of shapes or of a ready
+// concurrency key, which another transaction holds (statements.claimableLeft). It asks only after a promotion of the queue
 // in this process (planekit.Promotions), and answers false otherwise.
 func (t *tx) claimableLeft(namespace, queue string, shapes []string) (bool, error) {
 	if !t.d.promotions.Recent(planekit.QueueKey(namespace, queue)) {
 		return false, nil
 	}
 	var left bool
-	if err := t.queryRow(t.d.sql.claimableLeft, namespace, queue, shapes).Scan(&left); err != nil {
+	if err := t.queryRow(t.d.sql.claimableLeft, namespace, queue, shapes, t.ms).Scan(&left); err != nil {
 		return false, fmt.Errorf("claim: %w", err)
 	}
 	return left, nil

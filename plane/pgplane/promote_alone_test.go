@@ -197,27 +197,29 @@ func TestClaimTakesWhatItPromotedWhileAnotherPromoteHoldsIt(t *testing.T) {
 		name        string
 		requirement *plane.Requirement
 		offers      *plane.Offers
+		key         string
 	}{
 		{name: "claim"},
+		{name: "claim of a keyed job", key: "tenant-1"},
 		{name: "claim with offers", offers: &plane.Offers{GPUs: 1}},
 		{name: "claim with offers of a shaped job", requirement: &plane.Requirement{GPUs: 1}, offers: &plane.Offers{GPUs: 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			claimTakesWhatItPromoted(t, c.requirement, c.offers)
+			claimTakesWhatItPromoted(t, c.requirement, c.offers, c.key)
 		})
 	}
 }
 
 // claimTakesWhatItPromoted is TestClaimTakesWhatItPromotedWhileAnotherPromoteHoldsIt for a
-// job of requirement claimed with offers.
-func claimTakesWhatItPromoted(t *testing.T, requirement *plane.Requirement, offers *plane.Offers) {
+// job of requirement and concurrency key claimed with offers.
+func claimTakesWhatItPromoted(t *testing.T, requirement *plane.Requirement, offers *plane.Offers, key string) {
 	url := pgtest.Database(t)
 	ctx := t.Context()
 	gate, other, watch := mustConn(t, url), mustConn(t, url), mustConn(t, url)
 	var offset atomic.Int64 // the plane's clock runs ahead by this
 	d := open(t, url, &Config{MaintenanceInterval: time.Hour, OnDemand: true,
 		Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }})
-	delayed := submitOne(t, d, plane.SubmitParams{Delay: time.Hour, Requirement: requirement})
+	delayed := submitOne(t, d, plane.SubmitParams{Delay: time.Hour, Requirement: requirement, ConcurrencyKey: key})
 	for _, sql := range []string{
 		`CREATE FUNCTION lakeshore.test_gate(k bigint) RETURNS TABLE (namespace text, queue text, paused_ms bigint)
 			LANGUAGE plpgsql VOLATILE AS $$ BEGIN PERFORM pg_advisory_xact_lock_shared(k); END $$`,

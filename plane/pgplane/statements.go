@@ -253,14 +253,17 @@ func newStatements(schema string) statements {
 			lockKeys(`keyed`)),
 		claimFIFOFrom: s(`SELECT ` + rowColumns + claimWhere + ` AND id >= $4 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		// claimableLeft says whether queue ($1, $2) has a claimable row left, whoever holds
-		// it, of the default shape or of one of the shapes $3 (those a claim's offers
-		// satisfy): asked in a claim's transaction after its candidates (FOR UPDATE SKIP
-		// LOCKED) left it short, a row it finds is one another transaction holds (the
-		// claim's own jobs are running in its view). Asked only after a promotion of the
-		// queue (planekit.Promotions); keyed rows are not asked about.
-		// Its default shape's half is the claims' own condition (claimWhere).
+		// it, of the default shape, of one of the shapes $3 (those a claim's offers
+		// satisfy), or of a concurrency key ready at $4: asked in a claim's transaction
+		// after its candidates and key turns (FOR UPDATE SKIP LOCKED) left it short, a row
+		// or key it finds is one another transaction holds (the claim's own starts are
+		// counted in its view, and a key it held back has its next_ms ahead). Asked only
+		// after a promotion of the queue (planekit.Promotions). Its default shape's half is
+		// the claims' own condition (claimWhere), its keys' half the key turns' (keyTurns).
 		claimableLeft: s(`SELECT EXISTS (SELECT 1` + claimWhere + `)
 			OR EXISTS (SELECT 1 FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = -3 AND shape = ANY($3::text[])
+				AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2))
+			OR EXISTS (SELECT 1 FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2 AND ready AND next_ms <= $4
 				AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2))`),
 		claimFIFO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimFILO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id DESC LIMIT $3 FOR UPDATE SKIP LOCKED`),
