@@ -127,3 +127,40 @@ func TestMaxAttemptsBoundOverHTTP(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, page.Schedules, "no refused schedule was stored")
 }
+
+// TestSubNanosecondDurationsRefused: a positive duration in seconds shorter than 1 ns (a
+// submit's unique_for, debounce, delay or attempt_timeout, a claim's lease_ttl) is refused
+// with 400 invalid naming the field and the smallest value taken (1e-09), and nothing is
+// stored or claimed. Before, it rounded to 0 ns, which means no window (the key then held
+// until trimmed) or the default: unique_for 1e-12 silently became no dedup window. 1e-09
+// itself is taken, as a 1 ns window, as the Go SDK's SubmitOptions.UniqueFor of 1 ns is.
+func TestSubNanosecondDurationsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	Q := "/v1/namespaces/default/queues/q"
+	for _, field := range []string{"unique_for", "debounce", "delay", "attempt_timeout"} {
+		for _, v := range []float64{1e-12, 4e-10, 9.99e-10, 5e-324} {
+			for path, body := range map[string]any{
+				Q + "/invocations":       map[string]any{"key": "k", field: v},
+				Q + "/invocations/batch": map[string]any{"invocations": []any{map[string]any{}, map[string]any{"key": "k", field: v}}},
+			} {
+				for name, send := range b.sendBoth(t, "POST", path, body) {
+					e := send().requireError(t, 400, "invalid")
+					require.Contains(t, e.Details.Field, field, "%s %s %s %g", name, path, field, v)
+					require.Contains(t, e.Message, "at least 1e-09 seconds (1 ns)", "%s %s %s %g", name, path, field, v)
+				}
+			}
+		}
+	}
+	require.Zero(t, b.total(t), "nothing was stored")
+	e := b.do(t, "POST", Q+"/claim", api.ContentTypeJSON, []byte(`{"max": 1, "lease_ttl": 1e-12}`), "").requireError(t, 400, "invalid")
+	require.Equal(t, "lease_ttl", e.Details.Field)
+	require.Contains(t, e.Message, "at least 1e-09 seconds (1 ns)")
+
+	// 1 ns itself is a window: the invocation is stored marked with it.
+	r := b.doJSON(t, "POST", Q+"/invocations", map[string]any{"payload": 1, "key": "k", "unique_for": 1e-9}, "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	inv, err := b.back.InvocationGet(t.Context(), idOf(t, r))
+	require.NoError(t, err)
+	require.Equal(t, "0.000000001", inv.Metadata[plane.MetaUniqueFor], "a 1 ns dedup window, not none")
+}
