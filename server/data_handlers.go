@@ -379,7 +379,7 @@ func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *princ
 	if err != nil {
 		return err
 	}
-	wait, err := querySeconds(r, "wait")
+	wait, err := queryWait(r, "wait")
 	if err != nil {
 		return err
 	}
@@ -1062,7 +1062,7 @@ func (s *Server) handleDataChanges(w http.ResponseWriter, r *http.Request, p *pr
 	if err != nil {
 		return err
 	}
-	wait, err := querySeconds(r, "wait")
+	wait, err := queryWait(r, "wait")
 	if err != nil {
 		return err
 	}

@@ -134,6 +134,7 @@ func TestMaxAttemptsBoundOverHTTP(t *testing.T) {
 // stored or claimed. Before, it rounded to 0 ns, which means no window (the key then held
 // until trimmed) or the default: unique_for 1e-12 silently became no dedup window. 1e-09
 // itself is taken, as a 1 ns window, as the Go SDK's SubmitOptions.UniqueFor of 1 ns is.
+// A wait under 1 ns is not refused: it is no wait, what 0 means there.
 func TestSubNanosecondDurationsRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -157,10 +158,22 @@ func TestSubNanosecondDurationsRefused(t *testing.T) {
 	require.Equal(t, "lease_ttl", e.Details.Field)
 	require.Contains(t, e.Message, "at least 1e-09 seconds (1 ns)")
 
-	// 1 ns itself is a window: the invocation is stored marked with it.
-	r := b.doJSON(t, "POST", Q+"/invocations", map[string]any{"payload": 1, "key": "k", "unique_for": 1e-9}, "")
+	// A wait under 1 ns is no wait, as 0 (a client's time left to its deadline can come out
+	// that small): a claim's, a settle-and-claim's, a result wait's and a frame read's.
+	r := b.do(t, "POST", Q+"/claim", api.ContentTypeJSON, []byte(`{"max": 1, "wait": 1e-12}`), "")
 	require.Equal(t, 200, r.status, "%s", r.body)
-	inv, err := b.back.InvocationGet(t.Context(), idOf(t, r))
+	r = b.do(t, "POST", Q+"/settle-and-claim", api.ContentTypeJSON, []byte(`{"settles": [], "claim": {"max": 1, "wait": 1e-12}}`), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+
+	// 1 ns itself is a window: the invocation is stored marked with it.
+	r = b.doJSON(t, "POST", Q+"/invocations", map[string]any{"payload": 1, "key": "k", "unique_for": 1e-9}, "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	id := idOf(t, r)
+	inv, err := b.back.InvocationGet(t.Context(), id)
 	require.NoError(t, err)
 	require.Equal(t, "0.000000001", inv.Metadata[plane.MetaUniqueFor], "a 1 ns dedup window, not none")
+	r = b.do(t, "GET", "/v1/invocations/"+id+"/wait?timeout=1e-12", "", nil, "")
+	require.Equal(t, 200, r.status, "a result wait under 1 ns checks once: %s", r.body)
+	r = b.do(t, "GET", "/v1/invocations/"+id+"/frames?wait=1e-12", "", nil, "")
+	require.Equal(t, 200, r.status, "a frame read's wait under 1 ns does not wait: %s", r.body)
 }

@@ -72,6 +72,11 @@ def test_a_window_under_a_nanosecond_is_refused(dispatch: HttpDispatch, qname: s
     first = q.submit(1, key="k", unique_for=1e-9)
     assert q.get(first).metadata["lakeshore.unique_for"] == "0.000000001", "1 ns is a window, not none"
     assert q.submit(1, key="k", unique_for=0) == first
+    # A wait under 1 ns is no wait (what 0 means there), not an error: the time left to a
+    # caller's deadline can come out that small.
+    assert q.claim(wait=1e-12) is not None
+    with pytest.raises(TimeoutError):  # checked once: it is running
+        q.wait(first, timeout=1e-12)
 
 
 def test_a_huge_concurrency_key_is_shown_short(dispatch: HttpDispatch, qname: str) -> None:
