@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -187,9 +188,24 @@ func jsonProblem(err error) string {
 		if te.Field == "" {
 			return "got a JSON " + te.Value + ", not an object"
 		}
+		if strings.HasPrefix(te.Value, "number") && isIntKind(te.Type.Kind()) {
+			// A number with a fraction or an exponent (2.0, 1e2) or beyond the parameter's
+			// range: an integer parameter is read strictly, never truncated or rounded.
+			return fmt.Sprintf("%s must be an integer (digits, no fraction or exponent) within its range, got %s", te.Field, te.Value)
+		}
 		return fmt.Sprintf("%s must be a JSON %s", te.Field, jsonKind(te.Type.Kind().String()))
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// isIntKind reports whether k is an integer kind.
+func isIntKind(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
 }
 
 func jsonKind(goKind string) string {

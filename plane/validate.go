@@ -197,11 +197,19 @@ func (s *SubmitParams) validate() error {
 
 // IDTaken is the error of a submit whose client-chosen id already names an invocation of
 // another queue. Invocation ids are one space across every namespace; the answer is the
-// same whichever queue or namespace holds the id, so it tells another tenant nothing but
-// that the id (which it had to know) is taken.
+// same whichever queue or namespace holds the id, and says only that the id cannot be used
+// here (IDUnusableRule), never that an invocation holds it: it does not confirm to a
+// tenant that another tenant's id exists (docs/semantics.md, "Invocation id").
 func IDTaken(id string) error {
-	return Invalid("id", id, "it is already the id of another invocation; use a fresh ULID for each new invocation")
+	return Invalid("id", id, IDUnusableRule)
 }
+
+// IDUnusableRule is IDTaken's rule: what a client id is for and what to send instead,
+// without saying whether, or where, an invocation has the id. Before, it answered "it is
+// already the id of another invocation", which told a holder of another tenant's id that
+// the id exists there.
+const IDUnusableRule = "this id cannot be used for a new invocation here; " +
+	"a client id only makes a retried submit safe: use a fresh ULID for each new invocation"
 
 // SubmitManyMax is the most invocations one InvocationSubmitMany (one batch submit) may
 // carry. A batch is one write transaction: 10,000 small invocations hold the writer about

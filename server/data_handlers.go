@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net/http"
 	"slices"
@@ -378,7 +379,7 @@ func (s *Server) handleDataRead(w http.ResponseWriter, r *http.Request, p *princ
 	if err != nil {
 		return err
 	}
-	wait, err := querySeconds(r, "wait")
+	wait, err := queryWait(r, "wait")
 	if err != nil {
 		return err
 	}
@@ -571,7 +572,15 @@ func (s *Server) handleDataGet(w http.ResponseWriter, r *http.Request, p *princi
 // metaRequestOf reads the body of POST …/meta and …/batch into a persist.MetaRequest.
 func (s *Server) metaRequestOf(w http.ResponseWriter, r *http.Request) (*persist.MetaRequest, error) {
 	var req api.DataMetaRequest
-	if err := s.readBody(w, r, &req); err != nil {
+	c, err := api.CodecFor(r.Header.Get("Content-Type"))
+	if err != nil {
+		return nil, err
+	}
+	data, err := s.readRaw(w, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.UnmarshalRequest(data, &req); err != nil {
 		return nil, err
 	}
 	timeout, err := seconds("timeout", req.Timeout)
@@ -581,6 +590,9 @@ func (s *Server) metaRequestOf(w http.ResponseWriter, r *http.Request) (*persist
 	// One message for every lease out of range (a negative, NaN, 25 h or 10^20 s one).
 	if !(req.Lease >= 0 && req.Lease <= persist.LeaseMax.Seconds()) {
 		return nil, plane.Invalid("lease", req.Lease, fmt.Sprintf("seconds from 0 to %d (%g h; 0: no lease)", int64(persist.LeaseMax.Seconds()), persist.LeaseMax.Hours()))
+	}
+	if belowNanosecond(req.Lease) {
+		return nil, plane.Invalid("lease", req.Lease, belowNanosecondRule)
 	}
 	lease := api.Duration(req.Lease)
 	mr := &persist.MetaRequest{Fields: req.Fields, BatchSize: req.BatchSize, Task: req.Task, Partition: req.Partition,
@@ -598,7 +610,7 @@ func (s *Server) metaRequestOf(w http.ResponseWriter, r *http.Request) (*persist
 	if req.Sampler != nil {
 		mr.Sampler.Name = req.Sampler.Name
 		if req.Sampler.Params != nil {
-			raw, err := json.Marshal(req.Sampler.Params)
+			raw, err := samplerParamsJSON(c, data, req.Sampler.Params)
 			if err != nil {
 				return nil, plane.Invalid("sampler.params", nil, "a JSON object of the sampler's parameters")
 			}
@@ -606,6 +618,66 @@ func (s *Server) metaRequestOf(w http.ResponseWriter, r *http.Request) (*persist
 		}
 	}
 	return mr, nil
+}
+
+// samplerParamsJSON is the JSON text of a meta request's sampler parameters (params, as
+// decoded from the body data in codec c) for persist, each number in the form it was sent:
+// the sampler decodes its integer parameters strictly, so 1e2, 2.0 or a msgpack float is
+// refused there as for every other integer field (docs/http-api.md, "JSON ↔ wire value
+// mapping"), and an integer beyond 2^53 keeps every digit. Before, params went through
+// float64 and back (encoding/json writes 100.0 and 1e2 as 100), so {"n": 1e2} was taken as
+// the integer 100, and {"seed": 9007199254740993} became 9007199254740992, silently.
+func samplerParamsJSON(c api.Codec, data []byte, params map[string]any) (json.RawMessage, error) {
+	if c == api.JSON {
+		// The body's own text (already checked by the strict decode: one object, its keys
+		// each once and case-sensitively).
+		var raw struct {
+			Sampler *struct {
+				Params json.RawMessage `json:"params"`
+			} `json:"sampler"`
+		}
+		if err := json.Unmarshal(data, &raw); err != nil || raw.Sampler == nil || raw.Sampler.Params == nil {
+			return nil, fmt.Errorf("sampler params: %w", err)
+		}
+		var out bytes.Buffer
+		if err := json.Compact(&out, raw.Sampler.Params); err != nil {
+			return nil, err
+		}
+		return out.Bytes(), nil
+	}
+	return json.Marshal(floatsAsFloats(params))
+}
+
+// floatsAsFloats is v (a msgpack-decoded parameter value) with each float written as a
+// JSON number with a fraction or an exponent (2.0, not 2), as the JSON ↔ wire mapping writes
+// a float, so a float is not read as an integer.
+func floatsAsFloats(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = floatsAsFloats(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = floatsAsFloats(e)
+		}
+		return out
+	case float32:
+		return floatsAsFloats(float64(x))
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return x // json.Marshal refuses it: the params are refused
+		}
+		s := strconv.FormatFloat(x, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".eE") {
+			s += ".0"
+		}
+		return json.RawMessage(s)
+	}
+	return v
 }
 
 // getMeta runs GetMeta for mr, as a long-poll when it waits.
@@ -990,7 +1062,7 @@ func (s *Server) handleDataChanges(w http.ResponseWriter, r *http.Request, p *pr
 	if err != nil {
 		return err
 	}
-	wait, err := querySeconds(r, "wait")
+	wait, err := queryWait(r, "wait")
 	if err != nil {
 		return err
 	}

@@ -659,3 +659,39 @@ func TestDataQueuesShareByTenant(t *testing.T) {
 		<-refused
 	}
 }
+
+// TestSamplerIntegerParamsAreIntegers: a sampler's integer parameter (grpo-group-n's n)
+// is read as every other integer field of the API: a JSON number with a fraction or an
+// exponent (2.0, 2e0, 0.2e1) or a msgpack float is 400 invalid naming the parameter and
+// saying an integer is expected, and nothing is handed out; the integer 2 is taken in both
+// encodings. Before, the parameters went through float64 and back, so 2e0 and a msgpack
+// 2.0 were taken as the integer 2 (and an integer past 2^53 lost its last digits).
+func TestSamplerIntegerParamsAreIntegers(t *testing.T) {
+	t.Parallel()
+	b := dataSetup(t, nil)
+	r := b.do(t, "POST", D+"/records", api.ContentTypeJSON, []byte(`{"records": [{"x": 1, "uid": "a"}, {"x": 2, "uid": "a"}]}`), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	meta := func(n string) string {
+		return `{"fields": ["x"], "batch_size": 2, "task": "t", "sampler": {"name": "grpo-group-n", "params": {"n": ` + n + `, "group_field": "uid"}}}`
+	}
+	for _, n := range []string{"2.0", "2e0", "0.2e1", "2E0"} {
+		e := dataErr(t, b.do(t, "POST", D+"/meta", api.ContentTypeJSON, []byte(meta(n)), ""), 400, "invalid")
+		require.Contains(t, e.Message, "n must be an integer (digits, no fraction or exponent)", "json n %s", n)
+	}
+	msgpackMeta := func(n any) *response {
+		body := mustMsgpack(t, map[string]any{"fields": []string{"x"}, "batch_size": 2, "task": "t",
+			"sampler": map[string]any{"name": "grpo-group-n", "params": map[string]any{"n": n, "group_field": "uid"}}})
+		return b.doHeaders(t, "POST", D+"/meta", body, map[string]string{"Content-Type": api.ContentTypeMsgpack, "Accept": api.ContentTypeJSON})
+	}
+	for _, n := range []any{2.0, float32(2)} {
+		e := dataErr(t, msgpackMeta(n), 400, "invalid")
+		require.Contains(t, e.Message, "n must be an integer (digits, no fraction or exponent)", "msgpack n %v", n)
+	}
+	// Nothing was handed out: the integer 2 takes the group, in either encoding.
+	r = msgpackMeta(2)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), `"indexes":[0,1]`)
+	r = b.do(t, "POST", D+"/meta", api.ContentTypeJSON, []byte(strings.Replace(meta("2"), `"task": "t"`, `"task": "t2"`, 1)), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), `"indexes":[0,1]`)
+}

@@ -127,3 +127,53 @@ func TestMaxAttemptsBoundOverHTTP(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, page.Schedules, "no refused schedule was stored")
 }
+
+// TestSubNanosecondDurationsRefused: a positive duration in seconds shorter than 1 ns (a
+// submit's unique_for, debounce, delay or attempt_timeout, a claim's lease_ttl) is refused
+// with 400 invalid naming the field and the smallest value taken (1e-09), and nothing is
+// stored or claimed. Before, it rounded to 0 ns, which means no window (the key then held
+// until trimmed) or the default: unique_for 1e-12 silently became no dedup window. 1e-09
+// itself is taken, as a 1 ns window, as the Go SDK's SubmitOptions.UniqueFor of 1 ns is.
+// A wait under 1 ns is not refused: it is no wait, what 0 means there.
+func TestSubNanosecondDurationsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	Q := "/v1/namespaces/default/queues/q"
+	for _, field := range []string{"unique_for", "debounce", "delay", "attempt_timeout"} {
+		for _, v := range []float64{1e-12, 4e-10, 9.99e-10, 5e-324} {
+			for path, body := range map[string]any{
+				Q + "/invocations":       map[string]any{"key": "k", field: v},
+				Q + "/invocations/batch": map[string]any{"invocations": []any{map[string]any{}, map[string]any{"key": "k", field: v}}},
+			} {
+				for name, send := range b.sendBoth(t, "POST", path, body) {
+					e := send().requireError(t, 400, "invalid")
+					require.Contains(t, e.Details.Field, field, "%s %s %s %g", name, path, field, v)
+					require.Contains(t, e.Message, "at least 1e-09 seconds (1 ns)", "%s %s %s %g", name, path, field, v)
+				}
+			}
+		}
+	}
+	require.Zero(t, b.total(t), "nothing was stored")
+	e := b.do(t, "POST", Q+"/claim", api.ContentTypeJSON, []byte(`{"max": 1, "lease_ttl": 1e-12}`), "").requireError(t, 400, "invalid")
+	require.Equal(t, "lease_ttl", e.Details.Field)
+	require.Contains(t, e.Message, "at least 1e-09 seconds (1 ns)")
+
+	// A wait under 1 ns is no wait, as 0 (a client's time left to its deadline can come out
+	// that small): a claim's, a settle-and-claim's, a result wait's and a frame read's.
+	r := b.do(t, "POST", Q+"/claim", api.ContentTypeJSON, []byte(`{"max": 1, "wait": 1e-12}`), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	r = b.do(t, "POST", Q+"/settle-and-claim", api.ContentTypeJSON, []byte(`{"settles": [], "claim": {"max": 1, "wait": 1e-12}}`), "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+
+	// 1 ns itself is a window: the invocation is stored marked with it.
+	r = b.doJSON(t, "POST", Q+"/invocations", map[string]any{"payload": 1, "key": "k", "unique_for": 1e-9}, "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	id := idOf(t, r)
+	inv, err := b.back.InvocationGet(t.Context(), id)
+	require.NoError(t, err)
+	require.Equal(t, "0.000000001", inv.Metadata[plane.MetaUniqueFor], "a 1 ns dedup window, not none")
+	r = b.do(t, "GET", "/v1/invocations/"+id+"/wait?timeout=1e-12", "", nil, "")
+	require.Equal(t, 200, r.status, "a result wait under 1 ns checks once: %s", r.body)
+	r = b.do(t, "GET", "/v1/invocations/"+id+"/frames?wait=1e-12", "", nil, "")
+	require.Equal(t, 200, r.status, "a frame read's wait under 1 ns does not wait: %s", r.body)
+}

@@ -22,7 +22,7 @@ func frameQuery(r *http.Request) (since int64, limit int, wait time.Duration, er
 	if l < 0 || l > plane.FrameReadLimitMax {
 		return 0, 0, 0, plane.Invalid("limit", l, fmt.Sprintf("use 1–%d, or 0 for the default %d", plane.FrameReadLimitMax, plane.FrameReadLimitDefault))
 	}
-	wait, err = querySeconds(r, "wait")
+	wait, err = queryWait(r, "wait")
 	return since, int(l), wait, err
 }
 

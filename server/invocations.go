@@ -210,7 +210,7 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request, p *principal
 	if err != nil {
 		return err
 	}
-	timeout, err := querySeconds(r, "timeout")
+	timeout, err := queryWait(r, "timeout")
 	if err != nil {
 		return err
 	}

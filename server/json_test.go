@@ -145,3 +145,42 @@ func TestOneLogLinePerRequest(t *testing.T) {
 		require.Equal(t, 3, strings.Count(logs, level+" msg=request"), logs)
 	}
 }
+
+// TestIntegerFieldsRefuseExponentForm: an integer field sent as a JSON number with an
+// exponent or a fraction ("max": 1e2, "max_attempts": 1e1, 2.0) is 400 invalid naming the
+// field and saying an integer is expected, on every route that has one, and nothing is
+// stored or claimed: the API promises an integer as "a number without fraction or
+// exponent" (docs/http-api.md), never a float truncated or rounded. A float field
+// (priority) takes an exponent: 1e300 is a priority, 1e309 beyond a float's range is
+// refused saying so.
+func TestIntegerFieldsRefuseExponentForm(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	Q := "/v1/namespaces/default/queues/q"
+	const rule = "want an integer (digits, no fraction or exponent)"
+	for _, c := range []struct{ method, path, body, field string }{
+		{"POST", Q + "/claim", `{"max": 1e2}`, "max"},
+		{"POST", Q + "/claim", `{"max": 1E0}`, "max"},
+		{"POST", Q + "/claim", `{"max": 2.0}`, "max"},
+		{"POST", Q + "/invocations", `{"payload": 1, "max_attempts": 1e1}`, "max_attempts"},
+		{"POST", Q + "/invocations/batch", `{"invocations": [{"payload": 1}, {"payload": 1, "max_attempts": 3e0}]}`, "invocations[1].max_attempts"},
+		{"PUT", Q + "/admission", `{"concurrency_limit": 1e1}`, "concurrency_limit"},
+		{"PUT", Q + "/admission", `{"max_depth": 1e3}`, "max_depth"},
+		{"PUT", "/v1/namespaces/default/schedules/s", `{"queue": "q", "every": 60, "max_attempts": 1e1}`, "max_attempts"},
+	} {
+		r := b.do(t, c.method, c.path, api.ContentTypeJSON, []byte(c.body), "")
+		e := r.requireError(t, 400, "invalid")
+		require.Equal(t, c.field, e.Details.Field, "%s %s", c.path, c.body)
+		require.Contains(t, e.Message, rule, "%s %s", c.path, c.body)
+	}
+	require.Zero(t, b.total(t), "nothing was stored")
+	r := b.do(t, "GET", "/v1/namespaces/default/queues/q/admission", "", nil, "")
+	require.NotContains(t, string(r.body), "concurrency_limit", "no limit was set")
+
+	r = b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, []byte(`{"payload": 1, "priority": 1e300}`), "")
+	require.Equal(t, 200, r.status, "a float field takes an exponent: %s", r.body)
+	e := b.do(t, "POST", Q+"/invocations", api.ContentTypeJSON, []byte(`{"payload": 1, "priority": 1e309}`), "").requireError(t, 400, "invalid")
+	require.Equal(t, "priority", e.Details.Field)
+	require.Contains(t, e.Message, "out of range")
+	require.EqualValues(t, 1, b.total(t))
+}

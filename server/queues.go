@@ -21,7 +21,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request, p *principa
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
-	wait, err := seconds("wait", req.Wait)
+	wait, err := waitSeconds("wait", req.Wait)
 	if err != nil {
 		return err
 	}

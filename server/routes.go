@@ -147,8 +147,28 @@ func querySeconds(r *http.Request, name string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	return querySecondsOf(name, f)
+}
+
+// queryWait is querySeconds for a wait parameter (?wait=: how long a read may wait for
+// more), where a positive value under 1 ns is 0, do not wait, as it means (a client's time
+// left to its deadline can come out that small), rather than refused.
+func queryWait(r *http.Request, name string) (time.Duration, error) {
+	f, err := queryFloat(r, name)
+	if err != nil {
+		return 0, err
+	}
+	return querySecondsOf(name, zeroBelowNanosecond(f))
+}
+
+// querySecondsOf checks the seconds f of query parameter name: ≥ 0, and positive ones at
+// least 1 ns (belowNanosecond).
+func querySecondsOf(name string, f float64) (time.Duration, error) {
 	if f < 0 {
 		return 0, plane.Invalid(name, f, "use seconds ≥ 0")
+	}
+	if belowNanosecond(f) {
+		return 0, plane.Invalid(name, f, belowNanosecondRule)
 	}
 	return api.Duration(f), nil
 }
@@ -170,8 +190,36 @@ func seconds(field string, f float64) (time.Duration, error) {
 	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) || f > maxSeconds {
 		return 0, plane.Invalid(field, f, fmt.Sprintf("use seconds from 0 to %d (about 292 years)", int64(maxSeconds)))
 	}
+	if belowNanosecond(f) {
+		return 0, plane.Invalid(field, f, belowNanosecondRule)
+	}
 	return api.Duration(f), nil
 }
+
+// waitSeconds is seconds for a wait field (a claim's wait: how long it may wait for a job),
+// where a positive value under 1 ns is 0, do not wait, as it means, rather than refused.
+func waitSeconds(field string, f float64) (time.Duration, error) {
+	return seconds(field, zeroBelowNanosecond(f))
+}
+
+// zeroBelowNanosecond is f, or 0 for a belowNanosecond f.
+func zeroBelowNanosecond(f float64) float64 {
+	if belowNanosecond(f) {
+		return 0
+	}
+	return f
+}
+
+// belowNanosecond reports whether f seconds is positive but shorter than the shortest
+// duration (1 ns, what Go's time.Duration and so the Go SDK and every plane keep): it
+// would round to 0, which means something else (no window, no lease, the default), so
+// seconds, delaySeconds, querySeconds and a data lease refuse it rather than drop it. A
+// wait's (waitSeconds, queryWait) is 0: there 0 means what it would (do not wait).
+// 1e-9 itself is taken (1 ns): the rule is on the value given, not on its rounding.
+func belowNanosecond(f float64) bool { return f > 0 && f < 1e-9 }
+
+// belowNanosecondRule is why a belowNanosecond value is refused, and what is allowed.
+const belowNanosecondRule = "a positive duration must be at least 1e-09 seconds (1 ns), the shortest one kept; a shorter one would round to 0, which means none: use 0 for none, or at least 1e-09"
 
 // maxSeconds is the longest duration a field in seconds may have: what time.Duration
 // holds.
@@ -184,6 +232,9 @@ const maxSeconds = float64(math.MaxInt64 / int64(time.Second))
 func delaySeconds(field string, f float64) (time.Duration, error) {
 	if f < 0 || math.IsNaN(f) || f > plane.DelayMax.Seconds() {
 		return 0, plane.Invalid(field, f, delaySecondsRule)
+	}
+	if belowNanosecond(f) {
+		return 0, plane.Invalid(field, f, belowNanosecondRule)
 	}
 	return api.Duration(f), nil
 }
@@ -204,6 +255,9 @@ func everySeconds(f float64) error {
 // leaseTTL checks a lease_ttl field: seconds ≥ 0 (0: the plane's default) and at most
 // api.MaxLeaseTTL.
 func leaseTTL(field string, f float64) (time.Duration, error) {
+	if belowNanosecond(f) {
+		return 0, plane.Invalid(field, f, belowNanosecondRule)
+	}
 	d, err := seconds(field, f)
 	if err != nil || d > api.MaxLeaseTTL {
 		return 0, plane.Invalid(field, f, leaseTTLRule)

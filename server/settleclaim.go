@@ -31,7 +31,7 @@ func (s *Server) handleSettleAndClaim(w http.ResponseWriter, r *http.Request, p 
 			return err
 		}
 	}
-	wait, err := seconds("claim.wait", req.Claim.Wait)
+	wait, err := waitSeconds("claim.wait", req.Claim.Wait)
 	if err != nil {
 		return err
 	}

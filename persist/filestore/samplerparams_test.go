@@ -20,6 +20,8 @@ func TestSamplerParamsRefused(t *testing.T) {
 		`{"n": 4, "n": 8}`: `parameter "n" is given twice`,
 		`{"n": "x"}`:       "n must be a JSON number",
 		`{"n": 4} 5`:       "data follows the object",
+		`{"n": 4.0}`:       "n must be an integer (digits, no fraction or exponent)",
+		`{"n": 4e0}`:       "n must be an integer (digits, no fraction or exponent)",
 	} {
 		_, err := persist.DefaultSamplers().New(persist.SamplerSpec{Name: persist.SamplerGRPOGroupN, Params: json.RawMessage(params)})
 		require.ErrorIs(t, err, persist.ErrInvalid, params)

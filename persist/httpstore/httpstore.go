@@ -569,7 +569,16 @@ func metaBody(req *persist.MetaRequest) (*api.DataMetaRequest, error) {
 	if req.Sampler.Name != "" || len(req.Sampler.Params) > 0 {
 		body.Sampler = &api.DataSampler{Name: req.Sampler.Name}
 		if len(req.Sampler.Params) > 0 {
-			if err := json.Unmarshal(req.Sampler.Params, &body.Sampler.Params); err != nil || body.Sampler.Params == nil {
+			// Numbers as sent (json.Number: msgp writes an integer as an int, any other as a
+			// float), so an integer parameter reaches the server as an integer and 2.0 or 1e2
+			// as a float, which the server refuses for an integer parameter as in process.
+			dec := json.NewDecoder(bytes.NewReader(req.Sampler.Params))
+			dec.UseNumber()
+			err := dec.Decode(&body.Sampler.Params)
+			if _, rest := dec.Token(); err == nil && rest != io.EOF {
+				err = errors.New("data follows the object")
+			}
+			if err != nil || body.Sampler.Params == nil {
 				if _, lerr := persist.DefaultSamplers().New(req.Sampler); lerr != nil {
 					return nil, lerr // the same error as in process
 				}

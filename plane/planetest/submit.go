@@ -336,6 +336,12 @@ func testSubmit(t *testing.T, s *suite) {
 		require.NotContains(t, errOther.Error(), "queue", "the answer does not say where the id is used")
 		require.NotContains(t, errOther.Error(), "other-tenant")
 		require.NotContains(t, errOther.Error(), "secret")
+		// Nor that an invocation has the id: the rule is what a client id is for, the same
+		// as for any id the queue cannot take.
+		require.Equal(t, plane.IDUnusableRule, ie.Rule)
+		for _, says := range []string{"already", "another invocation", "exists", "taken", "namespace"} {
+			require.NotContains(t, errOther.Error(), says, "the answer does not say the id is used elsewhere")
+		}
 		require.Zero(t, b.count(t, plane.StateQueued), "nothing was submitted to this queue")
 	})
 }

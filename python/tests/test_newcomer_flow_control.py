@@ -45,6 +45,40 @@ def test_a_window_out_of_range_names_the_plane_bound(dispatch: HttpDispatch, qna
     assert q.count("queued") == 1
 
 
+def test_a_window_under_a_nanosecond_is_refused(dispatch: HttpDispatch, qname: str) -> None:
+    """A positive window, delay or attempt timeout under 1 ns (the shortest duration kept)
+    is InvalidError naming the argument and the smallest value taken (1e-09), from a queue's
+    submit and a ``@udf``'s, and nothing is stored. Before, ``unique_for=1e-12`` rounded to
+    0 ns at the server: no window, so the key held until trimmed, silently. 1e-09 is a
+    window (1 ns), as the Go SDK's ``UniqueFor: time.Nanosecond``."""
+
+    @udf(queue=qname, dispatch=dispatch)
+    def embed(text: str) -> int:
+        return len(text)
+
+    q = SyncQueue(qname, dispatch=dispatch)
+    for field in ("unique_for", "debounce", "delay", "attempt_timeout"):
+        for bad in (1e-12, 5e-10, 9.99e-10, 5e-324):
+            with pytest.raises(InvalidError, match=rf"invalid {field} .*at least 1e-09 seconds \(1 ns\)") as e:
+                q.submit(1, key="k", **{field: bad})
+            assert e.value.field == field
+    for field in ("unique_for", "debounce"):
+        with pytest.raises(ValueError, match=r"at least 1e-09") as e:
+            embed.submit(text="a", _key="k", **{f"_{field}": 1e-12})
+        assert e.value.field == field  # type: ignore[attr-defined]
+    with pytest.raises(InvalidError, match=r"invalid lease_ttl .*at least 1e-09") as e:
+        q.claim(lease_ttl=1e-12)
+    assert q.count("queued") == 0, "nothing was stored"
+    first = q.submit(1, key="k", unique_for=1e-9)
+    assert q.get(first).metadata["lakeshore.unique_for"] == "0.000000001", "1 ns is a window, not none"
+    assert q.submit(1, key="k", unique_for=0) == first
+    # A wait under 1 ns is no wait (what 0 means there), not an error: the time left to a
+    # caller's deadline can come out that small.
+    assert q.claim(wait=1e-12) is not None
+    with pytest.raises(TimeoutError):  # checked once: it is running
+        q.wait(first, timeout=1e-12)
+
+
 def test_a_huge_concurrency_key_is_shown_short(dispatch: HttpDispatch, qname: str) -> None:
     q = SyncQueue(qname, dispatch=dispatch)
     with pytest.raises(InvalidError) as e:

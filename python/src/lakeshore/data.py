@@ -1812,7 +1812,7 @@ class Reader:
         await q._send_before_read()
         await q._tell_unknown_fields(body["fields"], body.get("sampler"))
         # NaN or negative: no deadline would ever pass.
-        total = _check_seconds("timeout", timeout)
+        total = _check_seconds("timeout", timeout, wait=True)
         if total is None:
             total = 30.0
         deadline = time.monotonic() + total

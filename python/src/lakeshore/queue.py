@@ -109,7 +109,9 @@ class Envelope:
         id: a client-made ULID (made for you when None), so a repeated submit is harmless.
         unique_for: seconds of the key's dedup window: within it a resubmit of the key
             returns the first id; after it a new invocation takes the key over (needs
-            ``key``; default: the key holds until its invocation is trimmed).
+            ``key``; default: the key holds until its invocation is trimmed). A positive
+            window is at least 1e-09 (1 ns; a smaller one is InvalidError, not rounded to
+            0, no window); as every duration here.
         debounce: seconds of the key's debounce window: the invocation is due this long
             after the submit, and a resubmit of the key while it still waits replaces its
             payload and metadata and restarts the wait, returning its id (the last wins;
@@ -565,11 +567,31 @@ _MAX_SECONDS = float((2**63 - 1) // 10**9)
 _MAX_DELAY_SECONDS = 366 * 24 * 3600.0
 
 
+# The shortest positive duration (1 ns, what Go's time.Duration keeps): a positive number
+# of seconds below it would round to 0 at the server, which means none (no dedup or
+# debounce window, no lease, the default attempt timeout), so it is refused, not dropped,
+# with the server's rule (server belowNanosecondRule). 1e-9 itself is taken.
+_MIN_SECONDS = 1e-9
+_MIN_SECONDS_RULE = (
+    "a positive duration must be at least 1e-09 seconds (1 ns), the shortest one kept; "
+    "a shorter one would round to 0, which means none: use 0 for none, or at least 1e-09"
+)
+
+
 def _check_seconds(
-    what: str, v: float | None, *, allow_none: bool = True, maximum: float = _MAX_SECONDS, above_zero: bool = False
+    what: str,
+    v: float | None,
+    *,
+    allow_none: bool = True,
+    maximum: float = _MAX_SECONDS,
+    above_zero: bool = False,
+    wait: bool = False,
 ) -> float | None:
     """``v`` as float seconds, or InvalidError naming ``what``: not a real number (a bool
-    is not one), negative (or 0 with ``above_zero``), not finite or beyond ``maximum``
+    is not one), negative (or 0 with ``above_zero``), positive but under _MIN_SECONDS
+    (1 ns: it would round to 0, none; not refused for a ``wait``, how long a call may
+    wait, where 0 means what it would: do not wait, and where the time left to a
+    caller's deadline can come out that small), not finite or beyond ``maximum``
     (default _MAX_SECONDS, what a duration holds; an int too large for a float included).
     The message gives the bound: "(366 days)" for _MAX_DELAY_SECONDS, "(about 292 years)"
     for _MAX_SECONDS. The one check of the SDK's durations (the data queue's too)."""
@@ -578,6 +600,10 @@ def _check_seconds(
             return None
     elif isinstance(v, numbers.Real) and not isinstance(v, bool) and (0 < v if above_zero else 0 <= v) and v <= maximum:
         # Comparing first keeps a huge int away from float() (OverflowError) and NaN out.
+        if 0 < v < _MIN_SECONDS and not wait:
+            raise errors.InvalidError(
+                f"invalid {what} {v!r}: {_MIN_SECONDS_RULE}", field=what, value=v, rule=_MIN_SECONDS_RULE
+            )
         return float(v)
     huge = isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**30
     shown = f"an integer of {len(str(abs(int(v or 0))))} digits" if huge else repr(v)
@@ -1204,7 +1230,7 @@ class QueueCore:
         Raises:
             errors.TimeoutError: ``timeout`` seconds passed first (None: no limit)."""
         _check_id(id)
-        _check_seconds("timeout", timeout)
+        _check_seconds("timeout", timeout, wait=True)
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             chunk = LONG_POLL_MAX if end is None else min(LONG_POLL_MAX, max(0.0, end - time.monotonic()))
@@ -1239,7 +1265,7 @@ class QueueCore:
             errors.TimeoutError: ``timeout`` seconds passed first (None: no limit).
             RuntimeError: called on the client loop's own thread."""
         _check_id(id)
-        _check_seconds("timeout", timeout)
+        _check_seconds("timeout", timeout, wait=True)
         portal = self.dispatch._portal
         end = None if timeout is None else time.monotonic() + timeout
         if not portal.in_portal():
@@ -1376,7 +1402,7 @@ class QueueCore:
         an invocation that ended without success) raises its error, ``timeout`` seconds of
         silence raise TimeoutError (None: no limit)."""
         _check_since(since)
-        _check_seconds("timeout", timeout)
+        _check_seconds("timeout", timeout, wait=True)
         last = time.monotonic()
         while True:
             wait = LONG_POLL_MAX
@@ -1436,7 +1462,7 @@ class QueueCore:
 
         Raises JournalClosedError when the next frame is the END (no value will come)."""
         _check_since(since)
-        _check_seconds("timeout", timeout)
+        _check_seconds("timeout", timeout, wait=True)
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             wait = LONG_POLL_MAX
@@ -1473,7 +1499,7 @@ class QueueCore:
 
     async def claim(self, wait: float, lease_ttl: float | None, worker: str | None) -> Job | None:
         """Claim one job in the queue's kind, waiting up to ``wait`` seconds for one."""
-        _check_seconds("wait", wait, allow_none=False)
+        _check_seconds("wait", wait, allow_none=False, wait=True)
         end = time.monotonic() + wait
         ttl = _check_seconds("lease_ttl", lease_ttl) if lease_ttl is not None else self.lease_ttl
         while True:
