@@ -569,6 +569,8 @@ func testConcurrency(t *testing.T, s *suite) {
 			requireIs(t, err, plane.ErrInvalid, what)
 		}
 	})
+
+	testKeysCombined(t, s)
 }
 
 // testRateLimits checks rate limits per concurrency key (Admission.KeyRateLimit, a token
