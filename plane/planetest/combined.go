@@ -135,33 +135,49 @@ func testPauseCombined(t *testing.T, s *suite) {
 		require.Len(t, b.claimAllIDs(t), 1, "limit 1")
 	})
 
-	t.Run("FreedSlotNotHandedToWaiter", func(t *testing.T) {
-		t.Parallel()
-		b := s.setup(t, config{realClock: true, noMaintenance: true})
-		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
-		ids := b.submitKeyed(t, "k", 2)
-		first := b.claimID(t, ids[0])
-		b.pause(t, true)
-		got := make(chan []*plane.Job, 1)
-		go func() {
-			jobs, _ := b.drv.InvocationClaimMany(b.ctx, &plane.ClaimParams{Namespace: b.ns, Queue: b.q, Worker: "w2", Wait: longWait})
-			got <- jobs
-		}()
-		time.Sleep(headStart)
-		b.ack(t, first, "ok")
-		select {
-		case jobs := <-got:
-			t.Fatalf("a waiter of a paused queue got %d jobs when a slot freed", len(jobs))
-		case <-time.After(shortWait):
-		}
-		b.pause(t, false)
-		select {
-		case jobs := <-got:
-			require.Len(t, jobs, 1)
-		case <-time.After(longWait):
-			t.Fatal("not woken")
-		}
-	})
+	// A slot freed by any end of the running job's lease hands nothing to a waiter.
+	for _, end := range []string{"ack", "kill", "fail", "release", "retry"} {
+		t.Run("FreedSlotNotHandedToWaiter/"+end, func(t *testing.T) {
+			t.Parallel()
+			b := s.setup(t, config{realClock: true, noMaintenance: true, backoff: plane.Backoff{Base: time.Millisecond, Max: time.Millisecond}})
+			b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
+			ids := b.submitKeyed(t, "k", 2)
+			first := b.claimID(t, ids[0])
+			b.pause(t, true)
+			got := make(chan []*plane.Job, 1)
+			go func() {
+				jobs, _ := b.drv.InvocationClaimMany(b.ctx, &plane.ClaimParams{Namespace: b.ns, Queue: b.q, Worker: "w2", Wait: longWait})
+				got <- jobs
+			}()
+			time.Sleep(headStart)
+			switch end {
+			case "ack":
+				b.ack(t, first, "ok")
+			case "kill":
+				ok, err := b.drv.InvocationKill(b.ctx, first.ID)
+				must(t, err, "kill")
+				require.True(t, ok)
+			case "fail":
+				b.nack(t, first, false, "x")
+			case "release":
+				must(t, b.settle(t, plane.SettleParams{ID: first.ID, Token: first.Token, Outcome: plane.OutcomeReleased}), "release")
+			case "retry":
+				b.nack(t, first, true, "x")
+			}
+			select {
+			case jobs := <-got:
+				t.Fatalf("a waiter of a paused queue got %d jobs when a slot freed (%s)", len(jobs), end)
+			case <-time.After(shortWait):
+			}
+			b.pause(t, false)
+			select {
+			case jobs := <-got:
+				require.Len(t, jobs, 1)
+			case <-time.After(longWait):
+				t.Fatal("not woken")
+			}
+		})
+	}
 
 	t.Run("RaisedLimitNotHandedToWaiter", func(t *testing.T) {
 		t.Parallel()
@@ -328,6 +344,26 @@ func testKeysCombined(t *testing.T, s *suite) {
 		require.True(t, ok)
 		require.NotContains(t, b.keyStats(t), "k")
 		b.advance(2 * time.Minute)
+		b.maintain(t)
+		require.NotContains(t, b.keyStats(t), "k")
+		n := b.submitKeyed(t, "k", 2)
+		b.claimID(t, n[0])
+		b.requireNothingClaimable(t)
+		require.Equal(t, plane.KeyStats{Key: "k", Queued: 1, Running: 1, Limit: 1, Weight: 1}, stripKS(b.keyStats(t)["k"]))
+	})
+
+	t.Run("CancelDueKeyedBeforeItsPromotion", func(t *testing.T) {
+		// A keyed job whose delay has passed, no claim or maintenance having made it
+		// claimable yet, cancels and leaves its key counting nothing.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
+		d := b.submitOne(t, plane.SubmitParams{Payload: []byte("d"), ConcurrencyKey: "k", Delay: time.Minute})
+		b.advance(2 * time.Minute)
+		ok, err := b.drv.InvocationCancel(b.ctx, d)
+		must(t, err, "cancel")
+		require.True(t, ok)
+		b.requireNothingClaimable(t)
 		b.maintain(t)
 		require.NotContains(t, b.keyStats(t), "k")
 		n := b.submitKeyed(t, "k", 2)
