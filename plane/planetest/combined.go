@@ -321,6 +321,30 @@ func testPauseCombined(t *testing.T, s *suite) {
 	}, plane.ClaimParams{Queue: "other", Queues: []string{"jobs"}, Offers: &plane.Offers{GPUs: 1}})
 	resumeWakes("Priority", func(t *testing.T, b *bundle) { b.submitOne(t, plane.SubmitParams{Payload: []byte("x"), Priority: 3}) },
 		plane.ClaimParams{Kind: plane.KindBoltzmann, Temperature: 1})
+
+	t.Run("PausedClaimsDrawNoTokens", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{KeyRateLimit: 1, KeyBurst: 1})
+		b.submitKeyed(t, "k", 2)
+		b.pause(t, true)
+		b.requirePausedClaimsEmpty(t)
+		b.pause(t, false)
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: 5}), 1)
+	})
+
+	t.Run("PausedClaimsKeepTurns", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.submitKeyed(t, "a", 4)
+		b.submitKeyed(t, "b", 4)
+		first := b.claimOne(t).ConcurrencyKey
+		b.pause(t, true)
+		b.requirePausedClaimsEmpty(t)
+		b.pause(t, false)
+		second := b.claimOne(t).ConcurrencyKey
+		require.NotEqual(t, first, second)
+	})
 }
 
 // testKeysCombined checks concurrency keys with the other features (docs/semantics.md,
@@ -492,6 +516,52 @@ func testKeysCombined(t *testing.T, s *suite) {
 			got[j.ID] = true
 		}
 		require.Equal(t, map[string]bool{k: true, k2: true}, got)
+	})
+
+	t.Run("RateOverrideChangeAppliesAtOnce", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{KeyRateLimits: map[string]float64{"k": 0.01}})
+		b.submitKeyed(t, "k", 3)
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: 5}), 1)
+		require.Empty(t, b.claim(t, plane.ClaimParams{Max: 5}))
+		b.setKeys(t, plane.Admission{KeyRateLimits: map[string]float64{"k": 10}})
+		b.advance(100 * time.Millisecond)
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: 5}), 1)
+	})
+
+	t.Run("LoweredLimitHoldsUntilBelow", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 3})
+		b.submitKeyed(t, "k", 6)
+		jobs := b.claim(t, plane.ClaimParams{Max: 5})
+		require.Len(t, jobs, 3)
+		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
+		b.ack(t, jobs[0], "ok")
+		require.Empty(t, b.claim(t, plane.ClaimParams{Max: 5}))
+		b.ack(t, jobs[1], "ok")
+		require.Empty(t, b.claim(t, plane.ClaimParams{Max: 5}))
+		b.ack(t, jobs[2], "ok")
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: 5}), 1)
+	})
+
+	t.Run("WeightChangeApplies", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.submitKeyed(t, "a", 20)
+		b.submitKeyed(t, "b", 20)
+		for range 4 {
+			b.ack(t, b.claimOne(t), "ok")
+		}
+		b.setKeys(t, plane.Admission{KeyWeights: map[string]float64{"a": 3}})
+		got := map[string]int{}
+		for range 8 {
+			j := b.claimOne(t)
+			got[j.ConcurrencyKey]++
+			b.ack(t, j, "ok")
+		}
+		require.Equal(t, map[string]int{"a": 6, "b": 2}, got)
 	})
 }
 
