@@ -231,6 +231,21 @@ func (a Admission) KeyRateWait(key string, tokens float64, at, heldUntil, now ti
 	return max(wait, heldUntil.Sub(now), 0)
 }
 
+// KeyBucketHold reports whether a hold of concurrency key key until heldUntil is one a
+// claim set because the key's token bucket under a was empty (KeyStart's wait): it ends no
+// later than the moment the bucket (tokens and at as stored) has a token again under a's
+// rate, give or take the millisecond the planes store. A "slow down" hold that lasts
+// longer (OutcomeRateLimited) is not. A change of the key's rate ends such a hold
+// (planekit.EndBucketHolds): the next claim draws from the bucket under the new rate.
+func (a Admission) KeyBucketHold(key string, tokens float64, at, heldUntil time.Time) bool {
+	rate, _ := a.KeyRate(key)
+	if rate <= 0 || tokens < 0 || tokens >= 1 {
+		return false
+	}
+	ready := float64(at.UnixMilli()) + (1-tokens)/rate*1000
+	return float64(heldUntil.UnixMilli()) <= math.Ceil(ready)+1
+}
+
 // KeyRateSettled reports whether concurrency key key has no rate state left to keep under
 // a at now: its token bucket (tokens and at as stored; tokens < 0: never drawn) is full
 // again, or the key has no rate limit, and no "slow down" hold (heldUntil; zero: none) is

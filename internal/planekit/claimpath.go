@@ -376,16 +376,38 @@ func SplitWarm(pairs []WarmPair) (hostKeys, shapes []string) {
 }
 
 // TryHeld runs try, a try of a claim over several queues (p), and runs it again while it
-// found nothing because a due row of one of them was held by another transaction (held,
-// which try sets and TryHeld clears before each run) and the claim may not wait
-// (WhileHeld); a claim that may wait waits for the row instead.
-func TryHeld(ctx context.Context, p *plane.ClaimParams, try TryAcross, queues []string, held *bool) (jobs []*plane.Job, due time.Duration, err error) {
+// found nothing because a due row of one of them was held (held: that queue, which try
+// sets and TryHeld clears before each run; "" none) and the claim may not wait
+// (WhileHeld); a claim that may wait waits for the row instead. A run again tries the
+// held queue first: a due row a claim's promote left waiting may be one it could not take
+// because an earlier queue's claim of the same transaction already held rows (PostgreSQL's
+// promoteHolding leaves a keyed row whose key has no counter row yet), and the same order
+// would leave it again at every run, so a claim without a wait across a quiet queue and
+// one whose keyed job had just fallen due came back empty after HeldDueRetry.
+func TryHeld(ctx context.Context, p *plane.ClaimParams, try TryAcross, queues []string, held *string) (jobs []*plane.Job, due time.Duration, err error) {
+	order := queues
 	WhileHeld(ctx, func() bool {
-		*held = false
-		jobs, due, err = try(ctx, queues)
-		return err == nil && len(jobs) == 0 && *held && p.Wait == 0
+		*held = ""
+		jobs, due, err = try(ctx, order)
+		again := err == nil && len(jobs) == 0 && *held != "" && p.Wait == 0
+		if again {
+			order = HeldFirst(queues, *held)
+		}
+		return again
 	})
 	return jobs, due, err
+}
+
+// HeldFirst is queues with q moved to the front, the others in their order.
+func HeldFirst(queues []string, q string) []string {
+	out := make([]string, 0, len(queues))
+	out = append(out, q)
+	for _, x := range queues {
+		if x != q {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // ClaimPlacedProbed is ClaimPlaced over heads read one probe each and kept between rounds

@@ -325,6 +325,12 @@ type Statements struct {
 	// tokens, tokens (ms), next (ms); deletes the row only while it still counts nothing
 	// and holds that rate state.
 	KeysEmptied, KeyDrop string
+
+	// KeysHeld: namespace, queue, now (ms) → key, tokens, tokens (ms), next (ms) of the
+	// queue's counter rows held back past now with a token bucket drawn from
+	// (EndBucketHolds). KeyHoldEnd: namespace, queue, key, next (ms); ends the row's hold
+	// while it is still that one.
+	KeysHeld, KeyHoldEnd string
 }
 
 // ValidateOptionalNamespace checks a namespace filter: "" (every namespace) or a valid name.

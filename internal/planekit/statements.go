@@ -81,6 +81,10 @@ func (st *Statements) Common(dialect func(string) string) {
 	st.KeysEmptied = d(`SELECT namespace, queue, concurrency_key, tokens, tokens_ms, next_ms FROM {s}.concurrency_keys
 		WHERE (namespace, queue, concurrency_key) > ($1, $2, $3) AND (tokens >= 0 OR next_ms > 0) AND queued = 0 AND running = 0
 		ORDER BY namespace, queue, concurrency_key LIMIT $4`)
+	st.KeysHeld = d(`SELECT concurrency_key, tokens, tokens_ms, next_ms FROM {s}.concurrency_keys
+		WHERE namespace = $1 AND queue = $2 AND next_ms > $3 AND tokens >= 0`)
+	st.KeyHoldEnd = d(`UPDATE {s}.concurrency_keys SET next_ms = 0
+		WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3 AND next_ms = $4`)
 	st.KeyDrop = d(`DELETE FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3
 		AND queued = 0 AND running = 0 AND tokens = $4 AND tokens_ms = $5 AND next_ms = $6`)
 }

@@ -42,13 +42,15 @@ func (d *Driver) claimOne(ctx context.Context, p *plane.ClaimParams, _ func(t *t
 // processes.
 func (d *Driver) claimAcross(ctx context.Context, p *plane.ClaimParams, before func(t *tx) error) ([]*plane.Job, bool, error) {
 	c := planekit.ClaimOf(p)
-	var held bool // the last try found nothing while a due row of a queue was held (its next is now)
+	var held string // the queue of which the last try found nothing while a due row was held (its next is now)
 	tryEach := planekit.TryEach(p, before, d.do, d.cfg.Now, func(t *tx, one *plane.ClaimParams) ([]*plane.Job, int64, error) {
 		r := &claimRequest{P: one, Claim: c}
 		if err := t.claimFor([]*claimRequest{r}); err != nil {
 			return nil, 0, err
 		}
-		held = held || (len(r.Jobs) == 0 && r.Next != 0 && r.Next <= t.ms)
+		if held == "" && len(r.Jobs) == 0 && r.Next != 0 && r.Next <= t.ms {
+			held = one.Queue
+		}
 		return r.Jobs, r.Next, nil
 	})
 	try := func(ctx context.Context, queues []string) ([]*plane.Job, time.Duration, error) {

@@ -569,6 +569,8 @@ func testConcurrency(t *testing.T, s *suite) {
 			requireIs(t, err, plane.ErrInvalid, what)
 		}
 	})
+
+	testKeysCombined(t, s)
 }
 
 // testRateLimits checks rate limits per concurrency key (Admission.KeyRateLimit, a token
@@ -761,6 +763,42 @@ func testRateLimits(t *testing.T, s *suite) {
 		must(t, err, "admission get")
 		require.InDelta(t, 1, got.KeyRateLimit, 1e-9)
 		require.EqualValues(t, 2, got.KeyBurst)
+	})
+	t.Run("KeyRateChangeAppliesAtOnce", func(t *testing.T) {
+		// A claim that finds a key's bucket empty holds the key back until the bucket has a
+		// token at the rate of that moment. A changed rate applies at the next claim: before,
+		// the hold outlived the change on every plane, so a key held 100 s at 0.01/s stayed
+		// held after a raise to 10/s, and one whose rate was removed waited out its hold.
+		// A worker's "slow down" hold is not the bucket's and outlives the change.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.setKeys(t, plane.Admission{KeyRateLimit: 0.01, KeyBurst: 1})
+		b.submitKeyed(t, "a", 4)
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: 5, Worker: "w"}), 1, "the burst")
+		require.Empty(t, b.claim(t, plane.ClaimParams{Max: 5, Worker: "w"}), "the bucket is empty for 100 s")
+		b.setKeys(t, plane.Admission{KeyRateLimit: 10, KeyBurst: 1})
+		b.advance(100 * time.Millisecond)
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: 5, Worker: "w"}), 1, "a raised rate refills at the new rate")
+		require.Empty(t, b.claim(t, plane.ClaimParams{Max: 5, Worker: "w"}), "one token in 100 ms")
+		require.Equal(t, 100*time.Millisecond, b.keyStats(t)["a"].RateWait)
+		b.setKeys(t, plane.Admission{})
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: 5, Worker: "w"}), 2, "a removed rate holds nothing back")
+		require.Zero(t, b.keyStats(t)["a"].RateWait)
+
+		// A "slow down" hold of a minute outlives a change of the rate, and a removal.
+		b.setKeys(t, plane.Admission{KeyRateLimit: 1, KeyBurst: 1})
+		ids := b.submitKeyed(t, "s", 2)
+		j := b.claimID(t, ids[0])
+		must(t, b.settle(t, plane.SettleParams{ID: j.ID, Token: j.Token, Outcome: plane.OutcomeRateLimited,
+			RetryDelay: time.Minute, RateLimitKey: "s"}), "slow down")
+		b.setKeys(t, plane.Admission{KeyRateLimit: 100, KeyBurst: 1})
+		b.advance(2 * time.Second)
+		b.requireNothingClaimable(t)
+		b.setKeys(t, plane.Admission{})
+		b.requireNothingClaimable(t)
+		require.Equal(t, 58*time.Second, b.keyStats(t)["s"].RateWait, "the hold runs on")
+		b.advance(58 * time.Second)
+		require.Len(t, b.claim(t, plane.ClaimParams{Max: 5, Worker: "w"}), 2, "the hold ended, and the handed-back job is due with it")
 	})
 	t.Run("KeyRateLimitOverrides", func(t *testing.T) {
 		t.Parallel()

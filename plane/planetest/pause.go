@@ -146,4 +146,6 @@ func testPause(t *testing.T, s *suite) {
 			require.True(t, errors.As(err, &invalid), "pause %q/%q: want *InvalidError, got %v", p.Namespace, p.Queue, err)
 		}
 	})
+
+	testPauseCombined(t, s)
 }

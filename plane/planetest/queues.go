@@ -114,6 +114,25 @@ func testQueues(t *testing.T, s *suite) {
 		b.requireState(t, j.ID, plane.StateSucceeded, 1)
 	})
 
+	t.Run("KeyedJobFallenDueWithoutWait", func(t *testing.T) {
+		// A claim without a wait over an empty queue and one whose keyed job has just fallen
+		// due (no maintenance promoted it, and its key has no counter row yet) takes the job,
+		// whichever queue the rotation tries first: two rounds, two new keys. Before, on
+		// PostgreSQL, when the empty queue came first its claim's promote made the
+		// transaction one that holds rows, whose later promote leaves a keyed row without a
+		// counter row to the next claim; the claim tried again for a second in the same order
+		// and came back empty (SQLite took the job).
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		for _, key := range []string{"k1", "k2"} {
+			id := b.submitTo(t, b.ns, "keyed", plane.SubmitParams{ConcurrencyKey: key, Delay: time.Minute})[0].ID
+			b.advance(2 * time.Minute)
+			jobs := b.claim(t, across("quiet", "keyed"))
+			require.Len(t, jobs, 1, "the due keyed job of %s is claimed", key)
+			require.Equal(t, id, jobs[0].ID)
+		}
+	})
+
 	t.Run("Validation", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{})
