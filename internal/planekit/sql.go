@@ -327,8 +327,8 @@ type Statements struct {
 	KeysEmptied, KeyDrop string
 
 	// KeysHeld: namespace, queue, now (ms) → key, tokens, tokens (ms), next (ms) of the
-	// queue's counter rows held back past now with a token bucket drawn from
-	// (EndBucketHolds). KeyHoldEnd: namespace, queue, key, next (ms); ends the row's hold
+	// queue's counter rows held back past now with a token bucket drawn from, in key order
+	// (EndBucketHolds writes them so: the order every writer of several key rows keeps). KeyHoldEnd: namespace, queue, key, next (ms); ends the row's hold
 	// while it is still that one.
 	KeysHeld, KeyHoldEnd string
 }

@@ -82,7 +82,7 @@ func (st *Statements) Common(dialect func(string) string) {
 		WHERE (namespace, queue, concurrency_key) > ($1, $2, $3) AND (tokens >= 0 OR next_ms > 0) AND queued = 0 AND running = 0
 		ORDER BY namespace, queue, concurrency_key LIMIT $4`)
 	st.KeysHeld = d(`SELECT concurrency_key, tokens, tokens_ms, next_ms FROM {s}.concurrency_keys
-		WHERE namespace = $1 AND queue = $2 AND next_ms > $3 AND tokens >= 0`)
+		WHERE namespace = $1 AND queue = $2 AND next_ms > $3 AND tokens >= 0 ORDER BY concurrency_key`)
 	st.KeyHoldEnd = d(`UPDATE {s}.concurrency_keys SET next_ms = 0
 		WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3 AND next_ms = $4`)
 	st.KeyDrop = d(`DELETE FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2 AND concurrency_key = $3
