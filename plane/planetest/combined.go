@@ -164,18 +164,7 @@ func testPauseCombined(t *testing.T, s *suite) {
 			case "retry":
 				b.nack(t, first, true, "x")
 			}
-			select {
-			case jobs := <-got:
-				t.Fatalf("a waiter of a paused queue got %d jobs when a slot freed (%s)", len(jobs), end)
-			case <-time.After(shortWait):
-			}
-			b.pause(t, false)
-			select {
-			case jobs := <-got:
-				require.Len(t, jobs, 1)
-			case <-time.After(longWait):
-				t.Fatal("not woken")
-			}
+			require.Len(t, b.heldUntilResume(t, got, "when a slot freed ("+end+")"), 1)
 		})
 	}
 
@@ -193,18 +182,7 @@ func testPauseCombined(t *testing.T, s *suite) {
 		}()
 		time.Sleep(headStart)
 		b.setKeys(t, plane.Admission{ConcurrencyLimit: 5})
-		select {
-		case jobs := <-got:
-			t.Fatalf("a waiter of a paused queue got %d jobs when the limit rose", len(jobs))
-		case <-time.After(shortWait):
-		}
-		b.pause(t, false)
-		select {
-		case jobs := <-got:
-			require.Len(t, jobs, 1)
-		case <-time.After(longWait):
-			t.Fatal("not woken")
-		}
+		require.Len(t, b.heldUntilResume(t, got, "when the limit rose"), 1)
 	})
 
 	t.Run("WaiterAcrossQueuesGetsOnlyTheOther", func(t *testing.T) {
@@ -297,18 +275,7 @@ func testPauseCombined(t *testing.T, s *suite) {
 				}
 				got <- jobs
 			}()
-			select {
-			case jobs := <-got:
-				t.Fatalf("a waiter of a paused queue got %d jobs", len(jobs))
-			case <-time.After(shortWait):
-			}
-			b.pause(t, false)
-			select {
-			case jobs := <-got:
-				require.Len(t, jobs, 1)
-			case <-time.After(longWait):
-				t.Fatal("the resume did not wake the waiter")
-			}
+			require.Len(t, b.heldUntilResume(t, got, "before the resume"), 1)
 		})
 	}
 	resumeWakes("Keyed", func(t *testing.T, b *bundle) { b.submitKeyed(t, "k", 1) }, plane.ClaimParams{})
@@ -574,4 +541,24 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// heldUntilResume: the waiter of the paused queue (got: what its claim returns) gets
+// nothing within shortWait of what just happened (what, for the message); a resume then
+// wakes it, and heldUntilResume returns what it got (a failure after longWait).
+func (b *bundle) heldUntilResume(t *testing.T, got <-chan []*plane.Job, what string) []*plane.Job {
+	t.Helper()
+	select {
+	case jobs := <-got:
+		t.Fatalf("a waiter of a paused queue got %d jobs %s", len(jobs), what)
+	case <-time.After(shortWait):
+	}
+	b.pause(t, false)
+	select {
+	case jobs := <-got:
+		return jobs
+	case <-time.After(longWait):
+		t.Fatalf("the resume did not wake the waiter (%s)", what)
+	}
+	return nil
 }
