@@ -337,10 +337,7 @@ func testKeysCombined(t *testing.T, s *suite) {
 		b.advance(2 * time.Minute)
 		b.maintain(t)
 		require.NotContains(t, b.keyStats(t), "k")
-		n := b.submitKeyed(t, "k", 2)
-		b.claimID(t, n[0])
-		b.requireNothingClaimable(t)
-		require.Equal(t, plane.KeyStats{Key: "k", Queued: 1, Running: 1, Limit: 1, Weight: 1}, stripKS(b.keyStats(t)["k"]))
+		b.requireKeyCountsAfresh(t, "k")
 	})
 
 	t.Run("CancelDueKeyedBeforeItsPromotion", func(t *testing.T) {
@@ -357,10 +354,7 @@ func testKeysCombined(t *testing.T, s *suite) {
 		b.requireNothingClaimable(t)
 		b.maintain(t)
 		require.NotContains(t, b.keyStats(t), "k")
-		n := b.submitKeyed(t, "k", 2)
-		b.claimID(t, n[0])
-		b.requireNothingClaimable(t)
-		require.Equal(t, plane.KeyStats{Key: "k", Queued: 1, Running: 1, Limit: 1, Weight: 1}, stripKS(b.keyStats(t)["k"]))
+		b.requireKeyCountsAfresh(t, "k")
 	})
 
 	t.Run("DeadlineOfDelayedKeyed", func(t *testing.T) {
@@ -561,4 +555,14 @@ func (b *bundle) heldUntilResume(t *testing.T, got <-chan []*plane.Job, what str
 		t.Fatalf("the resume did not wake the waiter (%s)", what)
 	}
 	return nil
+}
+
+// requireKeyCountsAfresh: key (limit 1) counts from nothing: of two new jobs of it one is
+// claimed, the other held by the limit, and its counters say exactly that.
+func (b *bundle) requireKeyCountsAfresh(t *testing.T, key string) {
+	t.Helper()
+	n := b.submitKeyed(t, key, 2)
+	b.claimID(t, n[0])
+	b.requireNothingClaimable(t)
+	require.Equal(t, plane.KeyStats{Key: key, Queued: 1, Running: 1, Limit: 1, Weight: 1}, stripKS(b.keyStats(t)[key]))
 }
