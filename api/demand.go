@@ -35,6 +35,9 @@ type ShapeDemand struct {
 	// jobs with 0 have no capable worker: they wait until one registers or a provider
 	// launches one (docs/semantics.md, "Placement").
 	CapableWorkers *int64 `json:"capable_workers,omitempty" msg:"capable_workers,omitempty"`
+	// Paused is true while the queue is paused: no worker claims its jobs until it
+	// resumes (queued still counts them); absent otherwise.
+	Paused bool `json:"paused,omitzero" msg:"paused,omitempty"`
 }
 
 // DemandResponse answers GET /v1/demand: the demand of every (queue, shape) the token may
@@ -46,12 +49,12 @@ type DemandResponse struct {
 // NewShapeDemand converts d to its wire form.
 func NewShapeDemand(d *plane.ShapeDemand) ShapeDemand {
 	return ShapeDemand{Namespace: d.Namespace, Queue: d.Queue, Shape: d.Shape, Requirement: NewRequirement(d.Requirement),
-		Queued: d.Queued, Running: d.Running, OldestReady: d.OldestReady.Seconds(), CapableWorkers: d.CapableWorkers}
+		Queued: d.Queued, Running: d.Running, OldestReady: d.OldestReady.Seconds(), CapableWorkers: d.CapableWorkers, Paused: d.Paused}
 }
 
 // Plane converts d back to plane.ShapeDemand.
 func (d *ShapeDemand) Plane() plane.ShapeDemand {
 	return plane.ShapeDemand{Namespace: d.Namespace, Queue: d.Queue, Shape: d.Shape, Requirement: d.Requirement.Plane(),
 		Queued: d.Queued, Running: d.Running, OldestReady: time.Duration(d.OldestReady * float64(time.Second)),
-		CapableWorkers: d.CapableWorkers}
+		CapableWorkers: d.CapableWorkers, Paused: d.Paused}
 }

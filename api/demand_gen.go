@@ -99,8 +99,8 @@ func (z *DemandResponse) Msgsize() (s int) {
 func (z *ShapeDemand) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(8)
-	var zb0001Mask uint8 /* 8 bits */
+	zb0001Len := uint32(9)
+	var zb0001Mask uint16 /* 9 bits */
 	_ = zb0001Mask
 	if z.Requirement == nil {
 		zb0001Len--
@@ -109,6 +109,10 @@ func (z *ShapeDemand) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.CapableWorkers == nil {
 		zb0001Len--
 		zb0001Mask |= 0x80
+	}
+	if z.Paused == false {
+		zb0001Len--
+		zb0001Mask |= 0x100
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -154,6 +158,11 @@ func (z *ShapeDemand) MarshalMsg(b []byte) (o []byte, err error) {
 			} else {
 				o = msgp.AppendInt64(o, *z.CapableWorkers)
 			}
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// string "paused"
+			o = append(o, 0xa6, 0x70, 0x61, 0x75, 0x73, 0x65, 0x64)
+			o = msgp.AppendBool(o, z.Paused)
 		}
 	}
 	return
@@ -251,6 +260,12 @@ func (z *ShapeDemand) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "paused":
+			z.Paused, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Paused")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -277,5 +292,6 @@ func (z *ShapeDemand) Msgsize() (s int) {
 	} else {
 		s += msgp.Int64Size
 	}
+	s += 7 + msgp.BoolSize
 	return
 }

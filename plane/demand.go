@@ -36,6 +36,11 @@ type ShapeDemand struct {
 	// the shape's jobs. Nil from a plane that does not count (the count is then made
 	// from Driver.WorkerList: UnplaceableWork).
 	CapableWorkers *int64
+	// Paused is true while the queue is paused (Driver.QueuePause): no worker claims its
+	// jobs until it resumes, so they ask for no worker. Queued, Running and OldestReady
+	// still count them as for a running queue; the provider supervisor starts no worker
+	// for them (provider.Decide).
+	Paused bool
 }
 
 // SortDemand orders d by namespace, queue, then shape (the default shape, "", first): the

@@ -21,6 +21,10 @@ type QueueState struct {
 	Shaped bool
 	// Queued and Running are the shape's invocation counts.
 	Queued, Running int64
+	// Paused is true while the queue is paused (plane.ShapeDemand.Paused): its queued jobs
+	// are claimed by no worker until it resumes, so they want none (Decide counts them as
+	// 0); its running jobs still count.
+	Paused bool
 	// Workers are the registered workers this queue's provider launched for it, that are
 	// still alive in the provider and not being stopped (those are Stopping).
 	Workers []plane.WorkerInfo
@@ -62,7 +66,7 @@ type Decision struct {
 // Decide is the scaling rule, a pure function of the queue's state (docs/providers.md):
 //
 //   - want = clamp(ceil((queued + running) ÷ JobsPerWorker) + Buffer, MinWorkers, MaxWorkers)
-//     for the default shape; for another shape (Shaped) MinWorkers is 0 and Buffer counts
+//     for the default shape (queued is 0 while the queue is Paused); for another shape (Shaped) MinWorkers is 0 and Buffer counts
 //     only while the shape has queued or running jobs, so its workers go with its work;
 //   - live = registered workers + pending launches + launches stopping (a launch that has not
 //     registered within RegisterTimeout is expired: stopped, counted as failed, and no
@@ -77,6 +81,9 @@ func Decide(s *QueueState) Decision {
 	var d Decision
 	per := int64(max(1, p.JobsPerWorker))
 	queued, running := max(s.Queued, 0), max(s.Running, 0)
+	if s.Paused {
+		queued = 0 // no worker could claim them: a launch for them would idle
+	}
 	work := queued + running
 	if work < queued { // saturate instead of overflowing
 		work = math.MaxInt64

@@ -53,6 +53,9 @@ func TestDecide(t *testing.T) {
 		{name: "launches stopping are not stopped again", state: provider.QueueState{Stopping: 2,
 			Workers: []plane.WorkerInfo{idle("a", 5*time.Minute)}}, want: 0, live: 3, stop: []string{"a"}},
 		{name: "cooldown never delays a launch", state: provider.QueueState{Queued: 5, LastScaleDown: now}, want: 1, launch: 1},
+		{name: "a paused queue's backlog launches nothing", state: provider.QueueState{Queued: 100, Paused: true}, want: 0},
+		{name: "a paused queue's running jobs keep their workers, its idle ones stop", state: provider.QueueState{Queued: 100, Running: 10, Paused: true,
+			Workers: []plane.WorkerInfo{busy("b"), idle("a", 5*time.Minute)}}, want: 1, live: 2, stop: []string{"a"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -784,7 +784,7 @@ func (s *Supervisor) queue(ctx context.Context, k queueKey, p Provider, v *queue
 	oldest := map[string]time.Duration{}
 	for _, d := range v.demand {
 		st := state(d.Shape)
-		st.Queued, st.Running = d.Queued, d.Running
+		st.Queued, st.Running, st.Paused = d.Queued, d.Running, d.Paused
 		oldest[d.Shape] = d.OldestReady
 		if d.Shape != "" {
 			tr.shape(d.Shape).requirement = d.Requirement

@@ -1096,3 +1096,31 @@ func (u unlabelled) List(ctx context.Context) ([]provider.LaunchStatus, error) {
 	}
 	return ls, err
 }
+
+// TestSupervisorLaunchesNothingForAPausedQueue: a paused queue's backlog asks for no worker
+// (no worker could claim it until the resume: plane.ShapeDemand.Paused); the resume
+// launches for it at the next tick.
+func TestSupervisorLaunchesNothingForAPausedQueue(t *testing.T) {
+	r := newRig(t)
+	r.setProvider("held", plane.ProviderLocal, plane.LaunchPolicy{MaxWorkers: 2, Command: []string{"sleep", "30"}})
+	r.submit("held", 2)
+	pause := func(paused bool) {
+		if _, err := r.drv.QueuePause(t.Context(), &plane.PauseParams{Namespace: "default", Queue: "held", Paused: paused}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pause(true)
+	s := r.supervisor(prometheus.NewRegistry(), &logBuffer{}, nil)
+	for range 3 {
+		r.tick(s)
+		r.clock.add(100 * time.Millisecond)
+	}
+	if ls := r.launches(); len(ls) != 0 {
+		t.Fatalf("the supervisor launched %v for a paused queue", ls)
+	}
+	pause(false)
+	r.tick(s)
+	if ls := r.launches(); len(ls) != 2 {
+		t.Fatalf("after the resume the supervisor launched %v; want 2", ls)
+	}
+}

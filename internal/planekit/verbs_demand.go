@@ -92,6 +92,15 @@ func (v Verbs) DemandList(ctx context.Context, namespace string) ([]plane.ShapeD
 		if err != nil {
 			return err
 		}
+		rs, err = q.Query(v.st.PauseList, namespace)
+		if err != nil {
+			return fmt.Errorf("demand: %w", err)
+		}
+		keys, err := Collect(rs, "demand: paused queues", scanQueueKey)
+		if err != nil {
+			return err
+		}
+		paused := pausedSet(keys)
 		for _, k := range order {
 			d := totals[k]
 			d.Queued, d.Running = max(d.Queued, 0), max(d.Running, 0)
@@ -103,6 +112,7 @@ func (v Verbs) DemandList(ctx context.Context, namespace string) ([]plane.ShapeD
 		out = append(out, shaped...)
 		for i := range out {
 			d := &out[i]
+			d.Paused = paused[[2]string{d.Namespace, d.Queue}]
 			if d.Shape != "" || d.Queued == 0 {
 				continue
 			}

@@ -46,17 +46,20 @@ func (v Verbs) QueuePause(ctx context.Context, p *plane.PauseParams) (bool, erro
 
 // pausedQueues returns the paused queues of a namespace ("" for all), by (namespace, queue).
 func (v Verbs) pausedQueues(ctx context.Context, namespace string) (map[[2]string]bool, error) {
-	keys, err := read(ctx, v, "queue stats", func(s Scanner) (key [2]string, err error) {
-		return key, s.Scan(&key[0], &key[1])
-	}, v.st.PauseList, namespace)
-	if err != nil {
-		return nil, err
-	}
+	keys, err := read(ctx, v, "queue stats", scanQueueKey, v.st.PauseList, namespace)
+	return pausedSet(keys), err
+}
+
+// scanQueueKey scans a (namespace, queue) row.
+func scanQueueKey(s Scanner) (key [2]string, err error) { return key, s.Scan(&key[0], &key[1]) }
+
+// pausedSet is the set of the paused queues keys.
+func pausedSet(keys [][2]string) map[[2]string]bool {
 	out := make(map[[2]string]bool, len(keys))
 	for _, k := range keys {
 		out[k] = true
 	}
-	return out, nil
+	return out
 }
 
 // WorkerRegister implements plane.Driver: the worker's row is inserted or refreshed. Under

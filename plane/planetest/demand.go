@@ -32,6 +32,34 @@ func (b *bundle) demandOf(t *testing.T, namespace string) map[string]plane.Shape
 // default shape being the queue's jobs without a requirement; counts follow claims, acks
 // and retries; a bad namespace is refused.
 func testDemand(t *testing.T, s *suite) {
+	t.Run("PausedQueueMarked", func(t *testing.T) {
+		// A paused queue's demand says so (no worker claims its jobs until it resumes), its
+		// counts unchanged; other queues are not marked; a resume clears it.
+		t.Parallel()
+		b := s.setup(t, config{noMaintenance: true})
+		b.submitShaped(t, "d1", nil)
+		b.submitShaped(t, "a1", reqA100)
+		b.submitTo(t, b.ns, "other", plane.SubmitParams{Payload: []byte("o")})
+		b.pause(t, true)
+		d := b.demandOf(t, b.ns)
+		require.Len(t, d, 2)
+		for shape, x := range d {
+			require.True(t, x.Paused, "shape %q of the paused queue", shape)
+			require.Equal(t, int64(1), x.Queued, "shape %q still counts its queued job", shape)
+		}
+		list, err := b.drv.DemandList(b.ctx, b.ns)
+		must(t, err, "demand list")
+		for _, x := range list {
+			if x.Queue == "other" {
+				require.False(t, x.Paused, "another queue is not paused")
+			}
+		}
+		b.pause(t, false)
+		for shape, x := range b.demandOf(t, b.ns) {
+			require.False(t, x.Paused, "shape %q after the resume", shape)
+		}
+	})
+
 	t.Run("PerShape", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, config{noMaintenance: true})

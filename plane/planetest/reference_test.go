@@ -1249,6 +1249,7 @@ func (d *refDriver) DemandList(ctx context.Context, namespace string) ([]plane.S
 		if sd.Shape == "" && sd.Queued == 0 && sd.Running == 0 {
 			continue
 		}
+		sd.Paused = d.paused[[2]string{sd.Namespace, sd.Queue}]
 		out = append(out, *sd)
 	}
 	plane.SortDemand(out)
