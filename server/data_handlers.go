@@ -591,10 +591,10 @@ func (s *Server) metaRequestOf(w http.ResponseWriter, r *http.Request) (*persist
 	if !(req.Lease >= 0 && req.Lease <= persist.LeaseMax.Seconds()) {
 		return nil, plane.Invalid("lease", req.Lease, fmt.Sprintf("seconds from 0 to %d (%g h; 0: no lease)", int64(persist.LeaseMax.Seconds()), persist.LeaseMax.Hours()))
 	}
-	if belowNanosecond(req.Lease) {
-		return nil, plane.Invalid("lease", req.Lease, belowNanosecondRule)
+	lease, err := duration("lease", req.Lease)
+	if err != nil {
+		return nil, err
 	}
-	lease := api.Duration(req.Lease)
 	mr := &persist.MetaRequest{Fields: req.Fields, BatchSize: req.BatchSize, Task: req.Task, Partition: req.Partition,
 		Wait: req.Wait, Timeout: timeout, DeferConsume: req.DeferConsume, DPRank: req.DPRank, BatchIndex: req.BatchIndex, Lease: lease}
 	if req.MaxStaleness != nil {

@@ -167,10 +167,7 @@ func querySecondsOf(name string, f float64) (time.Duration, error) {
 	if f < 0 {
 		return 0, plane.Invalid(name, f, "use seconds ≥ 0")
 	}
-	if belowNanosecond(f) {
-		return 0, plane.Invalid(name, f, belowNanosecondRule)
-	}
-	return api.Duration(f), nil
+	return duration(name, f)
 }
 
 func queryInt(r *http.Request, name string, def int64) (int64, error) {
@@ -190,10 +187,7 @@ func seconds(field string, f float64) (time.Duration, error) {
 	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) || f > maxSeconds {
 		return 0, plane.Invalid(field, f, fmt.Sprintf("use seconds from 0 to %d (about 292 years)", int64(maxSeconds)))
 	}
-	if belowNanosecond(f) {
-		return 0, plane.Invalid(field, f, belowNanosecondRule)
-	}
-	return api.Duration(f), nil
+	return duration(field, f)
 }
 
 // waitSeconds is seconds for a wait field (a claim's wait: how long it may wait for a job),
@@ -213,10 +207,20 @@ func zeroBelowNanosecond(f float64) float64 {
 // belowNanosecond reports whether f seconds is positive but shorter than the shortest
 // duration (1 ns, what Go's time.Duration and so the Go SDK and every plane keep): it
 // would round to 0, which means something else (no window, no lease, the default), so
-// seconds, delaySeconds, querySeconds and a data lease refuse it rather than drop it. A
-// wait's (waitSeconds, queryWait) is 0: there 0 means what it would (do not wait).
+// duration (and leaseTTL) refuse it rather than drop it. A wait's (waitSeconds,
+// queryWait) is 0: there 0 means what it would (do not wait).
 // 1e-9 itself is taken (1 ns): the rule is on the value given, not on its rounding.
 func belowNanosecond(f float64) bool { return f > 0 && f < 1e-9 }
+
+// duration is f seconds of field, already within the field's range, as a duration: a
+// belowNanosecond f is refused (belowNanosecondRule), not rounded to 0. The one conversion
+// of seconds, delaySeconds, querySeconds and a data lease.
+func duration(field string, f float64) (time.Duration, error) {
+	if belowNanosecond(f) {
+		return 0, plane.Invalid(field, f, belowNanosecondRule)
+	}
+	return api.Duration(f), nil
+}
 
 // belowNanosecondRule is why a belowNanosecond value is refused, and what is allowed.
 const belowNanosecondRule = "a positive duration must be at least 1e-09 seconds (1 ns), the shortest one kept; a shorter one would round to 0, which means none: use 0 for none, or at least 1e-09"
@@ -233,10 +237,7 @@ func delaySeconds(field string, f float64) (time.Duration, error) {
 	if f < 0 || math.IsNaN(f) || f > plane.DelayMax.Seconds() {
 		return 0, plane.Invalid(field, f, delaySecondsRule)
 	}
-	if belowNanosecond(f) {
-		return 0, plane.Invalid(field, f, belowNanosecondRule)
-	}
-	return api.Duration(f), nil
+	return duration(field, f)
 }
 
 // delaySecondsRule is delaySeconds' rule.
