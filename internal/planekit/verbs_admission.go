@@ -47,11 +47,7 @@ func (v Verbs) QueueAdmissionSet(ctx context.Context, p *plane.AdmissionParams) 
 			return err
 		}
 		written = &row
-		var before plane.Admission
-		if stored != nil {
-			before = stored.Admission
-		}
-		return admissionChanged(t, v.st, p.Namespace, p.Queue, a.KeyLimits(), before, a)
+		return admissionChanged(t, v.st, p.Namespace, p.Queue, a.KeyLimits(), stored, a)
 	})
 	if err != nil {
 		return nil, err
@@ -85,16 +81,12 @@ func (v Verbs) QueueAdmissionDelete(ctx context.Context, namespace, queue string
 		if err != nil {
 			return fmt.Errorf("read admission: %w", err)
 		}
-		var before plane.Admission
-		if stored != nil {
-			before = stored.Admission
-		}
 		n, err := t.Exec(v.st.AdmissionDelete, namespace, queue)
 		if err != nil {
 			return fmt.Errorf("delete admission: %w", err)
 		}
 		deleted = n > 0
-		return admissionChanged(t, v.st, namespace, queue, nil, before, plane.Admission{})
+		return admissionChanged(t, v.st, namespace, queue, nil, stored, plane.Admission{})
 	})
 	return deleted, err
 }
@@ -103,11 +95,15 @@ func (v Verbs) QueueAdmissionDelete(ctx context.Context, namespace, queue string
 // queue's concurrency limits (nil: none) and applies them to its key counters
 // (SetKeyLimits), drops what the plane caches of the block (Tx.AdmissionChanged), and
 // wakes the queue's blocked submits (a raised limit makes room). A key whose rate changed
-// from before to after is no longer held back by its bucket under the old rate
-// (EndBucketHolds).
-func admissionChanged(t Tx, st *Statements, namespace, queue string, limits []plane.KeyLimit, before, after plane.Admission) error {
+// from the block stored before (nil: none) to after is no longer held back by its bucket
+// under the old rate (EndBucketHolds).
+func admissionChanged(t Tx, st *Statements, namespace, queue string, limits []plane.KeyLimit, stored *Admission, after plane.Admission) error {
 	if err := SetKeyLimits(t, st, namespace, queue, limits); err != nil {
 		return err
+	}
+	var before plane.Admission
+	if stored != nil {
+		before = stored.Admission
 	}
 	if err := EndBucketHolds(t, st, namespace, queue, before, after); err != nil {
 		return err
