@@ -80,9 +80,14 @@ func countsOwn(setting string) string {
 // its WHERE requires the setting made.
 const ownCounted = `, own WHERE i.id = u.id AND own.counted = 'counted'`
 
-// claimWhere selects a queue's claimable rows; none while the queue is paused (planekit.Verbs.QueuePause).
+// notPaused is true while queue ($1, $2) is not paused (planekit.Verbs.QueuePause): the
+// condition of every statement that finds claimable work (claimWhere, keyTurns,
+// shapeHeads, warmHeads, claimableLeft).
+const notPaused = `NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
+
+// claimWhere selects a queue's claimable rows; none while the queue is paused (notPaused).
 const claimWhere = ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = 0 AND NOT waiting
-	AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
+	AND ` + notPaused
 
 // keyTurns locks (FOR UPDATE SKIP LOCKED), in turn order, up to $5 of queue ($1, $2)'s
 // concurrency keys ready at $4 (claimable rows below the limit, not held back), leaving
@@ -93,7 +98,7 @@ func keyTurns(order string) string {
 	return `SELECT k.concurrency_key, k.tokens, k.tokens_ms, h.* FROM (SELECT concurrency_key, tokens, tokens_ms, pass, joined
 		FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2 AND ready AND next_ms <= $4
 		AND concurrency_key <> ALL($3::text[])
-		AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)
+		AND ` + notPaused + `
 		ORDER BY pass, joined DESC LIMIT $5 FOR UPDATE SKIP LOCKED) AS k
 		LEFT JOIN LATERAL (SELECT ` + rowColumns + ` FROM {s}.invocations WHERE namespace = $1 AND queue = $2
 		AND concurrency_key = k.concurrency_key AND state = -2 ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h ON true
@@ -107,7 +112,7 @@ func warmHeads(order string) string {
 		` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND host_key = k.host_key AND shape = k.shape
 		AND host_key <> '' AND (state = -3 OR (state = 0 AND NOT waiting))
 		ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h
-		WHERE NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
+		WHERE ` + notPaused
 }
 
 // shapeHeads locks the head (in order) of each shape of $3 in queue ($1, $2), none while
@@ -116,7 +121,7 @@ func shapeHeads(order string) string {
 	return `SELECT h.* FROM unnest($3::text[]) AS k(shape) CROSS JOIN LATERAL (SELECT ` + rowColumns +
 		` FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND shape = k.shape AND state = -3
 		ORDER BY ` + order + ` LIMIT 1 FOR UPDATE SKIP LOCKED) AS h
-		WHERE NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2)`
+		WHERE ` + notPaused
 }
 
 // lockKeys locks the counter rows (concurrency_keys) of the concurrency keys of relation
@@ -262,9 +267,9 @@ func newStatements(schema string) statements {
 		// the claims' own condition (claimWhere), its keys' half the key turns' (keyTurns).
 		claimableLeft: s(`SELECT EXISTS (SELECT 1` + claimWhere + `)
 			OR EXISTS (SELECT 1 FROM {s}.invocations WHERE namespace = $1 AND queue = $2 AND state = -3 AND shape = ANY($3::text[])
-				AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2))
+				AND ` + notPaused + `)
 			OR EXISTS (SELECT 1 FROM {s}.concurrency_keys WHERE namespace = $1 AND queue = $2 AND ready AND next_ms <= $4
-				AND NOT EXISTS (SELECT 1 FROM {s}.queue_pauses WHERE namespace = $1 AND queue = $2))`),
+				AND ` + notPaused + `)`),
 		claimFIFO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimFILO:     s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY id DESC LIMIT $3 FOR UPDATE SKIP LOCKED`),
 		claimPriority: s(`SELECT ` + rowColumns + claimWhere + ` ORDER BY priority DESC, id LIMIT $3 FOR UPDATE SKIP LOCKED`),
