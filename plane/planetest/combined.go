@@ -5,6 +5,7 @@ package planetest
 // keys with cancels, deadlines, trims, limit changes, debounce and settle-and-claim.
 
 import (
+	"cmp"
 	"fmt"
 	"testing"
 	"time"
@@ -144,19 +145,13 @@ func testPauseCombined(t *testing.T, s *suite) {
 			ids := b.submitKeyed(t, "k", 2)
 			first := b.claimID(t, ids[0])
 			b.pause(t, true)
-			got := make(chan []*plane.Job, 1)
-			go func() {
-				jobs, _ := b.drv.InvocationClaimMany(b.ctx, &plane.ClaimParams{Namespace: b.ns, Queue: b.q, Worker: "w2", Wait: longWait})
-				got <- jobs
-			}()
+			got := b.waiter(t, plane.ClaimParams{Worker: "w2"})
 			time.Sleep(headStart)
 			switch end {
 			case "ack":
 				b.ack(t, first, "ok")
 			case "kill":
-				ok, err := b.drv.InvocationKill(b.ctx, first.ID)
-				must(t, err, "kill")
-				require.True(t, ok)
+				require.True(t, b.kill(t, first.ID))
 			case "fail":
 				b.nack(t, first, false, "x")
 			case "release":
@@ -175,11 +170,7 @@ func testPauseCombined(t *testing.T, s *suite) {
 		ids := b.submitKeyed(t, "k", 2)
 		b.claimID(t, ids[0])
 		b.pause(t, true)
-		got := make(chan []*plane.Job, 1)
-		go func() {
-			jobs, _ := b.drv.InvocationClaimMany(b.ctx, &plane.ClaimParams{Namespace: b.ns, Queue: b.q, Worker: "w2", Wait: longWait})
-			got <- jobs
-		}()
+		got := b.waiter(t, plane.ClaimParams{Worker: "w2"})
 		time.Sleep(headStart)
 		b.setKeys(t, plane.Admission{ConcurrencyLimit: 5})
 		require.Len(t, b.heldUntilResume(t, got, "when the limit rose"), 1)
@@ -189,11 +180,7 @@ func testPauseCombined(t *testing.T, s *suite) {
 		t.Parallel()
 		b := s.setup(t, config{realClock: true, noMaintenance: true})
 		b.pause(t, true)
-		got := make(chan []*plane.Job, 1)
-		go func() {
-			jobs, _ := b.drv.InvocationClaimMany(b.ctx, &plane.ClaimParams{Namespace: b.ns, Queue: "other", Queues: []string{b.q}, Worker: "w2", Wait: longWait})
-			got <- jobs
-		}()
+		got := b.waiter(t, plane.ClaimParams{Queue: "other", Queues: []string{b.q}, Worker: "w2"})
 		time.Sleep(headStart)
 		b.fillMixed(t, plane.SubmitParams{})
 		select {
@@ -265,16 +252,8 @@ func testPauseCombined(t *testing.T, s *suite) {
 			b := s.setup(t, config{realClock: true})
 			b.pause(t, true)
 			fill(t, b)
-			got := make(chan []*plane.Job, 1)
-			go func() {
-				q := p
-				q.Namespace, q.Queue, q.Wait, q.Worker = b.ns, cmpOr(q.Queue, b.q), longWait, "w"
-				jobs, err := b.drv.InvocationClaimMany(b.ctx, &q)
-				if err != nil {
-					t.Error(err)
-				}
-				got <- jobs
-			}()
+			p.Worker = "w"
+			got := b.waiter(t, p)
 			require.Len(t, b.heldUntilResume(t, got, "before the resume"), 1)
 		})
 	}
@@ -323,16 +302,12 @@ func testKeysCombined(t *testing.T, s *suite) {
 		b := s.setup(t, config{noMaintenance: true})
 		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
 		d := b.submitOne(t, plane.SubmitParams{Payload: []byte("d"), ConcurrencyKey: "k", Delay: time.Minute})
-		ok, err := b.drv.InvocationCancel(b.ctx, d)
-		must(t, err, "cancel")
-		require.True(t, ok)
+		require.True(t, b.cancel(t, d), "a queued keyed job cancels")
 		require.NotContains(t, b.keyStats(t), "k")
 		r := b.submitOne(t, plane.SubmitParams{Payload: []byte("r"), ConcurrencyKey: "k"})
 		j := b.claimID(t, r)
 		b.nack(t, j, true, "again")
-		ok, err = b.drv.InvocationCancel(b.ctx, r)
-		must(t, err, "cancel")
-		require.True(t, ok)
+		require.True(t, b.cancel(t, r), "a queued keyed job cancels")
 		require.NotContains(t, b.keyStats(t), "k")
 		b.advance(2 * time.Minute)
 		b.maintain(t)
@@ -348,9 +323,7 @@ func testKeysCombined(t *testing.T, s *suite) {
 		b.setKeys(t, plane.Admission{ConcurrencyLimit: 1})
 		d := b.submitOne(t, plane.SubmitParams{Payload: []byte("d"), ConcurrencyKey: "k", Delay: time.Minute})
 		b.advance(2 * time.Minute)
-		ok, err := b.drv.InvocationCancel(b.ctx, d)
-		must(t, err, "cancel")
-		require.True(t, ok)
+		require.True(t, b.cancel(t, d), "a queued keyed job cancels")
 		b.requireNothingClaimable(t)
 		b.maintain(t)
 		require.NotContains(t, b.keyStats(t), "k")
@@ -530,11 +503,19 @@ func stripKS(k plane.KeyStats) plane.KeyStats {
 	return plane.KeyStats{Key: k.Key, Queued: k.Queued, Running: k.Running, Limit: k.Limit, Weight: k.Weight}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+// waiter starts a claim of p (b's namespace; b's queue unless p names one) that waits up to
+// longWait, and returns the channel its jobs come on; a failed claim fails t.
+func (b *bundle) waiter(t *testing.T, p plane.ClaimParams) <-chan []*plane.Job {
+	p.Namespace, p.Queue, p.Wait = b.ns, cmp.Or(p.Queue, b.q), longWait
+	got := make(chan []*plane.Job, 1)
+	go func() {
+		jobs, err := b.drv.InvocationClaimMany(b.ctx, &p)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- jobs
+	}()
+	return got
 }
 
 // heldUntilResume: the waiter of the paused queue (got: what its claim returns) gets
